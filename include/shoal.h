@@ -1,0 +1,94 @@
+/* shoal.h - the public interface of the shoal memory allocator.
+ *
+ * Every function here is also reachable through the standard names
+ * (malloc, free, ...) when libshoal is linked or preloaded; these names
+ * work whether or not shoal overrides the C library.
+ */
+#ifndef SHOAL_H
+#define SHOAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHOAL_VERSION_MAJOR 0
+#define SHOAL_VERSION_MINOR 1
+
+/* The malloc family.  Semantics are C11/POSIX: sizes above PTRDIFF_MAX
+ * and overflowing products give NULL with errno ENOMEM, alloc_malloc(0)
+ * gives a unique pointer, a failed realloc leaves the block untouched. */
+void *alloc_malloc(size_t size);
+void *alloc_calloc(size_t count, size_t size);
+void *alloc_realloc(void *ptr, size_t size);
+void *alloc_reallocarray(void *ptr, size_t count, size_t size);
+void  alloc_free(void *ptr);
+/* Free with the size the block was requested with (checked). */
+void  alloc_free_sized(void *ptr, size_t size);
+/* `alignment` must be a power of two; any other value gives NULL with
+ * errno EINVAL.  Every power of two up to at least 256 MiB is honoured. */
+void *alloc_aligned(size_t alignment, size_t size);
+/* Bytes usable at ptr: at least the size requested. */
+size_t alloc_usable_size(const void *ptr);
+
+/* Give free memory back to the OS now.  With `force`, also take over the
+ * pages of exited threads and empty every cache. */
+void alloc_collect(bool force);
+
+/* Options: each is also read from the environment at start-up as
+ * SHOAL_<NAME> (numbers take a k/m/g suffix, booleans 0/1/on/off). */
+typedef enum alloc_option_e {
+    ALLOC_OPTION_PREFAULT = 0,      /* 0: populate new memory up front    */
+    ALLOC_OPTION_PURGE_DELAY_MS,    /* ms free memory waits; -1 never     */
+    ALLOC_OPTION_PURGE_MODE,        /* 0 dontneed, 1 free                 */
+    ALLOC_OPTION_MAX_MEMORY,        /* bytes from the OS; 0 = unlimited   */
+    ALLOC_OPTION_CACHELINE_ALIGN,   /* 0: 16-byte blocks; 1: 64-byte      */
+    ALLOC_OPTION_HUGE_PAGES,        /* 0: ask for transparent huge pages  */
+    ALLOC_OPTION_STATS_SIGNAL,      /* 0 off, else a signal number        */
+    ALLOC_OPTION_STATS_JSON,        /* 0 text, 1 JSON                     */
+    ALLOC_OPTION_SHOW_STATS,        /* 0: print statistics at exit        */
+    ALLOC_OPTION_ON_ERROR,          /* 0 abort, 1 warn and ignore         */
+    ALLOC_OPTION_VERBOSE,           /* 0 quiet, 1 messages on stderr      */
+    ALLOC_OPTION_COUNT_
+} alloc_option_t;
+
+#define ALLOC_PURGE_DONTNEED 0
+#define ALLOC_PURGE_FREE     1
+#define ALLOC_ON_ERROR_ABORT 0
+#define ALLOC_ON_ERROR_WARN  1
+
+/* 0 on success; EINVAL for an unknown option or a value out of range. */
+int  alloc_option_set(alloc_option_t option, long value);
+long alloc_option_get(alloc_option_t option);
+
+/* Statistics.  Set `size` to sizeof(alloc_stats_t) before the call; the
+ * struct only ever grows at its end. */
+typedef struct alloc_stats_s {
+    size_t size;                /* in: sizeof(alloc_stats_t) */
+    uint32_t version;           /* out: layout version */
+    size_t mapped;              /* address space reserved from the OS */
+    size_t committed;           /* pool slots in use or dirty, plus huge blocks */
+    size_t resident;            /* RSS of the process (/proc/self/statm) */
+    size_t purged;              /* bytes given back to the OS, cumulative */
+    size_t superpages;          /* superpages in the pool */
+    size_t pool_slots_used;     /* 64 KiB slots claimed from the pool */
+    uint64_t pool_claims, pool_releases;
+    size_t huge_live, huge_live_bytes, huge_cached;
+    size_t heaps_live, heaps_abandoned_pages;
+    uint64_t heaps_created, pages_adopted;
+} alloc_stats_t;
+
+#define ALLOC_STATS_VERSION 1
+
+/* 0, or EINVAL if st is NULL or st->size is too small. */
+int  alloc_stats_get(alloc_stats_t *st);
+void alloc_stats_print(int fd);
+void alloc_stats_print_json(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

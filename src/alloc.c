@@ -1,0 +1,258 @@
+/* alloc.c - the alloc_* entry points: fast paths here, everything else
+ * one call down.
+ *
+ * malloc fast path: TLS heap -> the class's current page -> pop its free
+ * list.  No atomics, no locks, no NULL test (an empty queue holds a static
+ * empty page whose free list is NULL).
+ * free fast path: one byte from the chunk map says the pointer is in a
+ * pool superpage; mask to the superpage, index the slot descriptor, and
+ * if this thread owns the page push onto its local list.  Other owners
+ * get a remote push (one CAS).
+ */
+#include "shoal.h"
+
+#include <errno.h>
+#include <string.h>
+#include "core/chunk_map.h"
+#include "core/huge.h"
+#include "core/large.h"
+#include "core/purge.h"
+#include "core/message.h"
+#include "thread/heap.h"
+
+static inline void *page_pop(shoal_page_t *pg, shoal_block_t *b)
+{
+    pg->free = b->next;
+    pg->used++;
+    return b;
+}
+
+/* Pop from a page that has a free block, zeroing n bytes if asked. */
+static inline void *page_pop_zero(shoal_page_t *pg, size_t n)
+{
+    bool zero = pg->free_is_zero;
+    shoal_block_t *b = page_pop(pg, pg->free);
+    if (zero)
+        b->next = NULL;         /* the link was the only write */
+    else
+        memset(b, 0, n);
+    return b;
+}
+
+/* Everything that is not a fast path: first use, empty page, aligned,
+ * large and huge requests, and the size check. */
+static void *alloc_generic(size_t n, size_t align, bool zero)
+{
+    if (shoal_unlikely(n > SHOAL_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned cls = align <= SHOAL_ALIGN
+                       ? (n <= SHOAL_MEDIUM_MAX ? shoal_size_to_class(n) : SHOAL_CLASSES)
+                       : shoal_class_for_aligned(n, align);
+    if (cls < SHOAL_CLASSES) {
+        shoal_page_t *pg = shoal_heap_find_page(cls);
+        if (pg == NULL)
+            return NULL;
+        return zero ? page_pop_zero(pg, n) : page_pop(pg, pg->free);
+    }
+    if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
+        return shoal_large_alloc(n, align, zero);
+    return shoal_huge_alloc(n, align, zero);
+}
+
+void *alloc_malloc(size_t n)
+{
+    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
+        shoal_page_t *pg = shoal_tl_heap->pages[shoal_size_to_class(n)];
+        shoal_block_t *b = pg->free;
+        if (shoal_likely(b != NULL))
+            return page_pop(pg, b);
+    }
+    return alloc_generic(n, SHOAL_ALIGN, false);
+}
+
+void *alloc_calloc(size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
+        shoal_page_t *pg = shoal_tl_heap->pages[shoal_size_to_class(n)];
+        if (shoal_likely(pg->free != NULL))
+            return page_pop_zero(pg, n);
+    }
+    return alloc_generic(n, SHOAL_ALIGN, true);
+}
+
+void *alloc_aligned(size_t align, size_t n)
+{
+    if (shoal_unlikely(!shoal_is_pow2(align))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return align <= SHOAL_ALIGN ? alloc_malloc(n) : alloc_generic(n, align, false);
+}
+
+/* ---- free ------------------------------------------------------------- */
+
+/* The descriptor of the span holding p (p in a pool superpage). */
+static inline shoal_page_t *span_of(const void *p)
+{
+    shoal_page_t *pg = shoal_slot_desc(p);
+    return pg - pg->slot_offset;
+}
+
+static void free_generic(void *p, enum shoal_chunk_kind k, const char *fn)
+{
+    if (p == NULL)
+        return;
+    if (k == SHOAL_CHUNK_SUPERPAGE) {
+        shoal_page_t *pg = span_of(p);
+        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
+            shoal_large_free(pg);
+            return;
+        }
+        shoal_fault(fn, p, pg->kind == SHOAL_SLOT_LARGE
+                               ? "pointer inside a large block, not its start"
+                               : "pointer to memory that is not allocated (double free?)");
+        return;
+    }
+    if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
+        shoal_huge_t *h = shoal_huge_of(p, k);
+        if (h != NULL) {
+            shoal_huge_free(h);
+            return;
+        }
+    }
+    shoal_fault(fn, p, "pointer not allocated by shoal");
+}
+
+void alloc_free(void *p)
+{
+    enum shoal_chunk_kind k = shoal_chunk_of(p);
+    if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
+        shoal_page_t *pg = span_of(p);
+        if (shoal_likely(pg->kind == SHOAL_SLOT_PAGE)) {
+            shoal_block_t *b = p;
+            shoal_heap_t *h = shoal_tl_heap;
+            /* Only this thread moves a page away from its own heap, so
+             * seeing our heap here is a stable answer. */
+            if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
+                b->next = pg->local_free;
+                pg->local_free = b;
+                if (shoal_unlikely(--pg->used == 0 || pg->in_full))
+                    shoal_heap_page_freed(h, pg);
+                return;
+            }
+            shoal_heap_remote_free(pg, b);
+            return;
+        }
+    }
+    free_generic(p, k, "free");
+}
+
+/* ---- sizes ------------------------------------------------------------ */
+
+/* Usable size of a live block, or 0 (after reporting) if p is not one. */
+static size_t usable_or_fault(const void *p, const char *fn)
+{
+    enum shoal_chunk_kind k = shoal_chunk_of(p);
+    if (k == SHOAL_CHUNK_SUPERPAGE) {
+        shoal_page_t *pg = span_of(p);
+        if (pg->kind == SHOAL_SLOT_PAGE)
+            return pg->block_size;
+        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg))
+            return shoal_large_usable(pg);
+    } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
+        shoal_huge_t *h = shoal_huge_of(p, k);
+        if (h != NULL)
+            return h->usable;
+    }
+    shoal_fault(fn, p, "pointer not allocated by shoal");
+    return 0;
+}
+
+size_t alloc_usable_size(const void *p)
+{
+    return p == NULL ? 0 : usable_or_fault(p, "usable_size");
+}
+
+void alloc_free_sized(void *p, size_t n)
+{
+    if (p == NULL)
+        return;
+    size_t usable = usable_or_fault(p, "free_sized");
+    if (usable == 0)
+        return;
+    bool ok = n <= usable;
+    if (usable <= SHOAL_MEDIUM_MAX)
+        ok = ok && n <= SHOAL_MEDIUM_MAX && shoal_class_size(shoal_size_to_class(n)) == usable;
+    else
+        ok = ok && n > SHOAL_MEDIUM_MAX;
+    if (!ok) {
+        shoal_fault("free_sized", p, "size does not match the block");
+        return;
+    }
+    alloc_free(p);
+}
+
+/* ---- realloc ---------------------------------------------------------- */
+
+/* In place if the block allows: same page class, or a large or huge
+ * block that can shrink or grow where it is.  NULL if it must move. */
+static void *resize_in_place(void *p, size_t old, size_t n)
+{
+    enum shoal_chunk_kind k = shoal_chunk_of(p);
+    if (k == SHOAL_CHUNK_SUPERPAGE) {
+        shoal_page_t *pg = span_of(p);
+        if (pg->kind == SHOAL_SLOT_PAGE)
+            return n <= old && n > old / 2 ? p : NULL;     /* keep unless it wastes half */
+        return n > SHOAL_MEDIUM_MAX && n <= SHOAL_LARGE_MAX ? shoal_large_resize(pg, n) : NULL;
+    }
+    if (n > SHOAL_LARGE_MAX)
+        return shoal_huge_realloc(shoal_huge_of(p, k), n);
+    return NULL;
+}
+
+void *alloc_realloc(void *p, size_t n)
+{
+    if (p == NULL)
+        return alloc_malloc(n);
+    if (n > SHOAL_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t old = usable_or_fault(p, "realloc");
+    if (old == 0)
+        return NULL;
+    int saved = errno;
+    void *q = resize_in_place(p, old, n);
+    errno = saved;
+    if (q != NULL)
+        return q;
+    q = alloc_malloc(n);
+    if (q == NULL)
+        return NULL;            /* p is untouched */
+    memcpy(q, p, n < old ? n : old);
+    alloc_free(p);
+    return q;
+}
+
+void *alloc_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return alloc_realloc(p, n);
+}
+
+void alloc_collect(bool force)
+{
+    shoal_heap_collect(force);
+    shoal_purge_now(true);
+}

@@ -1,0 +1,43 @@
+/* chunk_map.h - which 4 MiB chunks of the address space are shoal's.
+ *
+ * One byte per 4 MiB chunk of the 48-bit user address space (64 MiB of
+ * zero-filled .bss that the kernel backs only where written: one 4 KiB
+ * page of the map covers 16 GiB of address space).  free() reads it before
+ * it trusts any metadata, so a pointer shoal never handed out is
+ * recognised with one load and never dereferenced.
+ */
+#ifndef SHOAL_CHUNK_MAP_H
+#define SHOAL_CHUNK_MAP_H
+
+#include <stdatomic.h>
+#include "layout.h"
+
+enum shoal_chunk_kind {
+    SHOAL_CHUNK_NONE = 0,      /* not shoal's */
+    SHOAL_CHUNK_SUPERPAGE,     /* a pool superpage; header at the chunk base */
+    SHOAL_CHUNK_HUGE,          /* a huge block starts here; header at the chunk base */
+    SHOAL_CHUNK_HUGE_BEHIND,   /* a huge block starts at this chunk's base;
+                                  its header is at the base of the chunk below */
+};
+
+#define SHOAL_CHUNKS ((size_t)1 << (SHOAL_ADDR_BITS - SHOAL_SP_SHIFT))
+
+extern _Atomic uint8_t shoal_chunk_map[SHOAL_CHUNKS];
+
+static inline enum shoal_chunk_kind shoal_chunk_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (shoal_unlikely(a >> SHOAL_ADDR_BITS))
+        return SHOAL_CHUNK_NONE;
+    return (enum shoal_chunk_kind)atomic_load_explicit(
+        &shoal_chunk_map[a >> SHOAL_SP_SHIFT], memory_order_relaxed);
+}
+
+/* Publish (release) or withdraw the kind of the chunk holding `base`. */
+static inline void shoal_chunk_set(const void *base, enum shoal_chunk_kind k)
+{
+    atomic_store_explicit(&shoal_chunk_map[(uintptr_t)base >> SHOAL_SP_SHIFT],
+                          (uint8_t)k, memory_order_release);
+}
+
+#endif

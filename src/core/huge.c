@@ -1,0 +1,224 @@
+/* huge.c - huge blocks: own mappings, a header, and a short cache. */
+#include "huge.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include "layout.h"
+#include "options.h"
+#include "sync.h"
+#include "../os/os.h"
+
+#define HUGE_CACHE 8
+#define HUGE_HEADER 64          /* room for the header before the block */
+
+typedef struct cached_map_s {
+    char *base;
+    size_t size;
+    uint64_t freed_ms;
+} cached_map_t;
+
+static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
+static cached_map_t cache[HUGE_CACHE];
+static unsigned cached;
+static _Atomic size_t live, live_bytes, cached_bytes;
+
+/* Where the block starts in a mapping, for an alignment. */
+static size_t user_offset(size_t align)
+{
+    return align < HUGE_HEADER ? HUGE_HEADER : align;
+}
+
+static shoal_huge_t *header_for(char *user, size_t align)
+{
+    char *chunk = (char *)((uintptr_t)user & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+    return (shoal_huge_t *)(align >= SHOAL_SP_SIZE ? chunk - SHOAL_SP_SIZE : chunk);
+}
+
+/* A cached mapping that fits `need` bytes at alignment `align` without
+ * wasting more than half of it, or NULL. */
+static char *cache_take(size_t need, size_t align, size_t *size)
+{
+    int best = -1;
+    shoal_lock(&cache_lock);
+    for (unsigned i = 0; i < cached; i++) {
+        if (cache[i].size < need || cache[i].size / 2 > need ||
+            ((uintptr_t)cache[i].base & (align - 1)) != 0)
+            continue;
+        if (best < 0 || cache[i].size < cache[best].size)
+            best = (int)i;
+    }
+    char *base = NULL;
+    if (best >= 0) {
+        base = cache[best].base;
+        *size = cache[best].size;
+        cache[best] = cache[--cached];
+        atomic_fetch_sub_explicit(&cached_bytes, *size, memory_order_relaxed);
+    }
+    shoal_unlock(&cache_lock);
+    return base;
+}
+
+static void *map_block(char *base, size_t size, size_t align, size_t need_zero_bytes,
+                       bool dirty)
+{
+    size_t off = user_offset(align);
+    char *user = base + off;
+    if (dirty && need_zero_bytes != 0)       /* cheaper than memset: the kernel zeroes */
+        shoal_os_purge(base, shoal_align_up(off + need_zero_bytes, 4096), false);
+    shoal_huge_t *h = header_for(user, align);
+    h->base = base;
+    h->map_size = size;
+    h->user = user;
+    h->usable = size - off;
+    shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
+    atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);
+    return user;
+}
+
+static bool within_limit(size_t size)
+{
+    long max = shoal_opt(ALLOC_OPTION_MAX_MEMORY);
+    return max == 0 || shoal_os_mapped() + size <= (size_t)max;
+}
+
+void *shoal_huge_alloc(size_t n, size_t align, bool zero)
+{
+    if (align < SHOAL_ALIGN)
+        align = SHOAL_ALIGN;
+    size_t off = user_offset(align);
+    if (n > SHOAL_MAX_REQUEST - off - SHOAL_SLOT_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
+    size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
+    size_t got;
+    char *base = cache_take(size, base_align, &got);
+    if (base != NULL)
+        return map_block(base, got, align, zero ? n : 0, true);
+    if (!within_limit(size))
+        shoal_huge_purge(true);
+    base = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
+    if (base == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (shoal_opt(ALLOC_OPTION_PREFAULT))
+        shoal_os_prefault(base, size);
+    return map_block(base, size, align, 0, false);
+}
+
+shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k)
+{
+    char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+    shoal_huge_t *h = (shoal_huge_t *)(k == SHOAL_CHUNK_HUGE_BEHIND ? chunk - SHOAL_SP_SIZE
+                                                                   : chunk);
+    return h->user == p ? h : NULL;
+}
+
+void shoal_huge_free(shoal_huge_t *h)
+{
+    char *base = h->base;
+    size_t size = h->map_size;
+    shoal_chunk_set(h->user, SHOAL_CHUNK_NONE);
+    h->user = NULL;
+    atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&live_bytes, size, memory_order_relaxed);
+    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0) {
+        shoal_os_release(base, size);
+        return;
+    }
+    cached_map_t evicted = { 0 };
+    shoal_lock(&cache_lock);
+    if (cached == HUGE_CACHE) {
+        /* Full: the oldest goes. */
+        unsigned oldest = 0;
+        for (unsigned i = 1; i < cached; i++)
+            if (cache[i].freed_ms < cache[oldest].freed_ms)
+                oldest = i;
+        evicted = cache[oldest];
+        cache[oldest] = cache[--cached];
+        atomic_fetch_sub_explicit(&cached_bytes, evicted.size, memory_order_relaxed);
+    }
+    cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
+    atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed);
+    shoal_unlock(&cache_lock);
+    if (evicted.base != NULL)
+        shoal_os_release(evicted.base, evicted.size);
+}
+
+void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
+{
+    size_t off = (size_t)(h->user - h->base);
+    size_t align = off == HUGE_HEADER ? SHOAL_ALIGN : off;
+    if (n > SHOAL_MAX_REQUEST - off - SHOAL_SLOT_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
+    size_t old = h->map_size;
+    if (size == old || (size < old && size > old / 2))
+        return h->user;
+    if (size > old && !within_limit(size - old)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *base = shoal_os_remap(h->base, old, size, NULL);
+    if (base == NULL && size > old) {
+        /* Move the pages to a new aligned reservation. */
+        size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
+        char *target = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
+        base = target != NULL ? shoal_os_remap(h->base, old, size, target) : NULL;
+        if (base == NULL) {
+            if (target != NULL)
+                shoal_os_release(target, size);
+            errno = ENOMEM;
+            return NULL;
+        }
+        shoal_chunk_set(h->base + off, SHOAL_CHUNK_NONE);
+    }
+    if (base == NULL)           /* a shrink the kernel refused: keep it all */
+        return h->user;
+    atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);     /* map_block counts it anew */
+    atomic_fetch_sub_explicit(&live_bytes, old, memory_order_relaxed);
+    return map_block(base, size, align, 0, false);
+}
+
+size_t shoal_huge_purge(bool force)
+{
+    cached_map_t out[HUGE_CACHE];
+    unsigned n = 0;
+    uint64_t now = shoal_os_now_ms();
+    long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+    if (atomic_load_explicit(&cached_bytes, memory_order_relaxed) == 0)
+        return 0;
+    shoal_lock(&cache_lock);
+    for (unsigned i = 0; i < cached;) {
+        if (force || (delay >= 0 && now - cache[i].freed_ms >= (uint64_t)delay)) {
+            out[n++] = cache[i];
+            atomic_fetch_sub_explicit(&cached_bytes, cache[i].size, memory_order_relaxed);
+            cache[i] = cache[--cached];
+        } else {
+            i++;
+        }
+    }
+    shoal_unlock(&cache_lock);
+    size_t bytes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        shoal_os_release(out[i].base, out[i].size);
+        bytes += out[i].size;
+    }
+    return bytes;
+}
+
+void shoal_huge_stats(shoal_huge_stats_t *st)
+{
+    st->live = atomic_load_explicit(&live, memory_order_relaxed);
+    st->live_bytes = atomic_load_explicit(&live_bytes, memory_order_relaxed);
+    st->cached_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
+    shoal_lock(&cache_lock);
+    st->cached = cached;
+    shoal_unlock(&cache_lock);
+}

@@ -1,0 +1,46 @@
+/* huge.h - blocks above SHOAL_LARGE_MAX, each in a mapping of its own.
+ *
+ * The mapping starts at a 4 MiB boundary B.  For an alignment below 4 MiB
+ * the block starts at B + max(64, alignment) and a header at B describes
+ * it; for a larger alignment A the block starts at B + A and the header
+ * sits at the chunk just below it.  Either way the chunk that holds the
+ * block's first byte is tagged in the chunk map, so free() finds the
+ * header from the pointer alone.  Freed mappings wait in a short cache,
+ * so alloc/free cycles of the same huge size do not map and unmap.
+ */
+#ifndef SHOAL_HUGE_H
+#define SHOAL_HUGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "chunk_map.h"
+
+typedef struct shoal_huge_s {
+    char *base;                 /* the mapping */
+    size_t map_size;
+    char *user;                 /* the block handed out */
+    size_t usable;
+} shoal_huge_t;
+
+void *shoal_huge_alloc(size_t size, size_t align, bool zero);
+
+/* The header of the huge block starting at p (whose chunk has kind k),
+ * or NULL if p is not the start of a live huge block. */
+shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k);
+
+void shoal_huge_free(shoal_huge_t *h);
+
+/* Resize in place or by moving the pages (mremap), never by copying.
+ * NULL with errno ENOMEM if neither works; the block is then untouched. */
+void *shoal_huge_realloc(shoal_huge_t *h, size_t size);
+
+/* Unmap cached mappings freed longer than PURGE_DELAY_MS ago (all of
+ * them with force).  Returns the bytes unmapped. */
+size_t shoal_huge_purge(bool force);
+
+typedef struct shoal_huge_stats_s {
+    size_t live, live_bytes, cached, cached_bytes;
+} shoal_huge_stats_t;
+void shoal_huge_stats(shoal_huge_stats_t *st);
+
+#endif

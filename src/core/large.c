@@ -1,0 +1,48 @@
+/* large.c - large blocks straight from the pool. */
+#include "large.h"
+
+#include <string.h>
+#include "purge.h"
+
+static unsigned order_for(size_t n)
+{
+    unsigned order = 0;
+    while ((SHOAL_SLOT_SIZE << order) < n)
+        order++;
+    return order;
+}
+
+void *shoal_large_alloc(size_t n, size_t align, bool zero)
+{
+    shoal_span_t s;
+    if (!shoal_pool_claim(order_for(n > align ? n : align), &s))
+        return NULL;
+    shoal_page_t *head = shoal_span_head(&s);
+    head->order = (uint8_t)s.order;
+    head->kind = SHOAL_SLOT_LARGE;
+    void *p = shoal_slot_addr(s.sp, s.slot);
+    if (zero && !s.zero)
+        memset(p, 0, n);
+    return p;
+}
+
+void shoal_large_free(shoal_page_t *head)
+{
+    shoal_superpage_t *sp = shoal_superpage_of(head);
+    head->kind = SHOAL_SLOT_FREE;
+    shoal_pool_release(sp, (unsigned)(head - sp->pages), 1u << head->order);
+    shoal_purge_tick();
+}
+
+void *shoal_large_resize(shoal_page_t *head, size_t n)
+{
+    shoal_superpage_t *sp = shoal_superpage_of(head);
+    unsigned slot = (unsigned)(head - sp->pages);
+    unsigned order = head->order, want = order_for(n);
+    if (want > order && !shoal_pool_grow(sp, slot, order, want))
+        return NULL;
+    if (want < order)
+        shoal_pool_release(sp, slot + (1u << want), (1u << order) - (1u << want));
+    head->order = (uint8_t)want;
+    return shoal_slot_addr(sp, slot);
+}

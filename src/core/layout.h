@@ -1,0 +1,51 @@
+/* layout.h - the geometry every layer agrees on.
+ *
+ * Address space comes in superpages: 4 MiB, aligned to 4 MiB, so that any
+ * pointer finds its superpage by masking.  A superpage is 64 slots of
+ * 64 KiB.  Slot 0 holds the superpage header and the 64 slot descriptors;
+ * slots 1..63 are handed out buddy-style as blocks of 2^k slots, k <= 5,
+ * always aligned to their own size.  Objects larger than the largest
+ * block (2 MiB) get a mapping of their own ("huge").
+ */
+#ifndef SHOAL_LAYOUT_H
+#define SHOAL_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHOAL_SLOT_SHIFT   16
+#define SHOAL_SLOT_SIZE    ((size_t)1 << SHOAL_SLOT_SHIFT)      /* 64 KiB */
+#define SHOAL_SP_SHIFT     22
+#define SHOAL_SP_SIZE      ((size_t)1 << SHOAL_SP_SHIFT)        /* 4 MiB  */
+#define SHOAL_SP_SLOTS     64
+#define SHOAL_MAX_ORDER    5          /* largest block: 32 slots, 2 MiB */
+
+/* Object size tiers. */
+#define SHOAL_SMALL_MAX    ((size_t)8 << 10)    /* on 64 KiB pages (order 0) */
+#define SHOAL_MEDIUM_MAX   ((size_t)64 << 10)   /* on 512 KiB pages (order 3) */
+#define SHOAL_MEDIUM_ORDER 3
+#define SHOAL_LARGE_MAX    (SHOAL_SLOT_SIZE << SHOAL_MAX_ORDER) /* 2 MiB */
+
+/* User addresses on x86-64 and aarch64 (4-level tables) fit in 48 bits. */
+#define SHOAL_ADDR_BITS    48
+
+/* Requests above this are refused with ENOMEM (C says PTRDIFF_MAX). */
+#define SHOAL_MAX_REQUEST  ((size_t)PTRDIFF_MAX)
+
+#define SHOAL_ALIGN        16         /* natural alignment of every block */
+#define SHOAL_CACHE_LINE   64
+
+#define shoal_likely(x)    __builtin_expect(!!(x), 1)
+#define shoal_unlikely(x)  __builtin_expect(!!(x), 0)
+
+static inline size_t shoal_align_up(size_t n, size_t a)
+{
+    return (n + a - 1) & ~(a - 1);
+}
+
+static inline int shoal_is_pow2(size_t a)
+{
+    return a != 0 && (a & (a - 1)) == 0;
+}
+
+#endif

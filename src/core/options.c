@@ -1,0 +1,186 @@
+/* options.c - the option table, alloc_option_set/get and SHOAL_* parsing.
+ *
+ * Every option can change at run time: each is read where it is used,
+ * with one relaxed load, so a new value applies to the next operation
+ * that consults it (new superpages for HUGE_PAGES, new blocks for
+ * PREFAULT and CACHELINE_ALIGN, the next purge for PURGE_*).
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include "message.h"
+
+enum value_kind { V_BOOL, V_NUMBER, V_SIGNAL, V_WORD };
+
+typedef struct option_desc_s {
+    const char *name;
+    long min, max;
+    enum value_kind kind;
+    const char *words[3];       /* V_WORD: names of 0, 1, ... */
+} option_desc_t;
+
+static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
+    [ALLOC_OPTION_PREFAULT]        = { "PREFAULT", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_PURGE_DELAY_MS]  = { "PURGE_DELAY_MS", -1, 3600L * 1000, V_NUMBER, { 0 } },
+    [ALLOC_OPTION_PURGE_MODE]      = { "PURGE_MODE", 0, 1, V_WORD,
+                                       { "dontneed", "free", 0 } },
+    [ALLOC_OPTION_MAX_MEMORY]      = { "MAX_MEMORY", 0, LONG_MAX, V_NUMBER, { 0 } },
+    [ALLOC_OPTION_CACHELINE_ALIGN] = { "CACHELINE_ALIGN", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_HUGE_PAGES]      = { "HUGE_PAGES", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_STATS_SIGNAL]    = { "STATS_SIGNAL", 0, 64, V_SIGNAL, { 0 } },
+    [ALLOC_OPTION_STATS_JSON]      = { "STATS_JSON", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_SHOW_STATS]      = { "SHOW_STATS", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_ON_ERROR]        = { "ON_ERROR", 0, 1, V_WORD,
+                                       { "abort", "warn", 0 } },
+    [ALLOC_OPTION_VERBOSE]         = { "VERBOSE", 0, 2, V_NUMBER, { 0 } },
+};
+
+_Atomic long shoal_option_values[ALLOC_OPTION_COUNT_] = {
+    [ALLOC_OPTION_PURGE_DELAY_MS] = SHOAL_DEFAULT_PURGE_DELAY_MS,
+};
+
+static bool known(alloc_option_t o)
+{
+    return (unsigned)o < ALLOC_OPTION_COUNT_;
+}
+
+const char *shoal_option_name(alloc_option_t o)
+{
+    return known(o) ? options[o].name : NULL;
+}
+
+int alloc_option_set(alloc_option_t o, long value)
+{
+    if (!known(o) || value < options[o].min || value > options[o].max)
+        return EINVAL;
+    atomic_store_explicit(&shoal_option_values[o], value, memory_order_relaxed);
+    return 0;
+}
+
+long alloc_option_get(alloc_option_t o)
+{
+    return known(o) ? shoal_opt(o) : -1;
+}
+
+static bool word_is(const char *a, const char *b)
+{
+    return strcasecmp(a, b) == 0;
+}
+
+/* "123", "-1", "64k", "2m", "1g" (binary multiples). */
+static int parse_number(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (end == s || errno != 0)
+        return EINVAL;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end != '\0')
+        return EINVAL;
+    if (shift && (v > (LONG_MAX >> shift) || v < (LONG_MIN >> shift)))
+        return EINVAL;
+    *out = v * (1L << shift);
+    return 0;
+}
+
+static int parse_bool(const char *s, long *out)
+{
+    if (word_is(s, "1") || word_is(s, "on") || word_is(s, "true") || word_is(s, "yes"))
+        *out = 1;
+    else if (word_is(s, "0") || word_is(s, "off") || word_is(s, "false") || word_is(s, "no"))
+        *out = 0;
+    else
+        return EINVAL;
+    return 0;
+}
+
+static int parse_signal(const char *s, long *out)
+{
+    static const struct { const char *name; int sig; } names[] = {
+        { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP },
+        { "WINCH", SIGWINCH }, { "URG", SIGURG }, { "PWR", SIGPWR },
+        { "PROF", SIGPROF }, { "VTALRM", SIGVTALRM }, { "TTIN", SIGTTIN },
+        { "TTOU", SIGTTOU }, { "CONT", SIGCONT }, { "QUIT", SIGQUIT },
+    };
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (word_is(s, names[i].name)) {
+            *out = names[i].sig;
+            return 0;
+        }
+    }
+    if (strncasecmp(s, "RTMIN+", 6) == 0 && parse_number(s + 6, out) == 0) {
+        *out += SIGRTMIN;
+        return *out <= SIGRTMAX ? 0 : EINVAL;
+    }
+    if (word_is(s, "off")) {
+        *out = 0;
+        return 0;
+    }
+    return parse_number(s, out);
+}
+
+int shoal_option_parse(alloc_option_t o, const char *text, long *out)
+{
+    if (!known(o) || text == NULL)
+        return EINVAL;
+    const option_desc_t *d = &options[o];
+    long v = 0;
+    int rc = EINVAL;
+    switch (d->kind) {
+    case V_BOOL:
+        rc = parse_bool(text, &v);
+        break;
+    case V_NUMBER:
+        rc = parse_number(text, &v);
+        break;
+    case V_SIGNAL:
+        rc = parse_signal(text, &v);
+        break;
+    case V_WORD:
+        for (long i = 0; d->words[i] != NULL; i++) {
+            if (word_is(text, d->words[i])) {
+                v = i;
+                rc = 0;
+            }
+        }
+        if (rc != 0)
+            rc = parse_number(text, &v);
+        break;
+    }
+    if (rc != 0 || v < d->min || v > d->max)
+        return EINVAL;
+    *out = v;
+    return 0;
+}
+
+void shoal_options_init(void)
+{
+    char var[64];
+    for (int o = 0; o < ALLOC_OPTION_COUNT_; o++) {
+        shoal_format(var, sizeof var, "SHOAL_%s", options[o].name);
+        const char *text = getenv(var);
+        long v;
+        if (text == NULL)
+            continue;
+        if (shoal_option_parse((alloc_option_t)o, text, &v) == 0)
+            alloc_option_set((alloc_option_t)o, v);
+        else
+            shoal_warning("%s=%s is not a valid value; keeping %ld",
+                          var, text, shoal_opt((alloc_option_t)o));
+    }
+}

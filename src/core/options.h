@@ -1,0 +1,28 @@
+/* options.h - option values, read with one relaxed load. */
+#ifndef SHOAL_OPTIONS_H
+#define SHOAL_OPTIONS_H
+
+#include <stdatomic.h>
+#include "shoal.h"
+
+/* Options whose default is not 0 (the table in options.c has them all). */
+#define SHOAL_DEFAULT_PURGE_DELAY_MS 10
+
+extern _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_];
+
+static inline long shoal_opt(alloc_option_t o)
+{
+    return atomic_load_explicit(&shoal_option_values[o], memory_order_relaxed);
+}
+
+/* Read every SHOAL_<NAME> variable once; warn about bad values. */
+void shoal_options_init(void);
+
+/* Parse one environment value for an option.  Returns 0 and sets *out,
+ * or EINVAL.  Exposed for the unit tests. */
+int shoal_option_parse(alloc_option_t o, const char *text, long *out);
+
+/* The option's name without prefix ("PURGE_DELAY_MS"), or NULL. */
+const char *shoal_option_name(alloc_option_t o);
+
+#endif

@@ -1,0 +1,89 @@
+/* page.h - slot descriptors and the free lists of a page.
+ *
+ * Every 64 KiB slot of a superpage has a descriptor in the superpage
+ * header.  A "page" is a span of 2^order slots handed to one heap and cut
+ * into blocks of one size class; its head slot's descriptor carries the
+ * free lists, the other slots (TAIL) point back to it.  A LARGE span is
+ * one block; it has only a head descriptor.
+ *
+ * Free lists of a page:
+ *   free         blocks ready to hand out (the malloc fast path pops here)
+ *   local_free   blocks the owning thread freed (the free fast path pushes)
+ *   remote_free  blocks other threads freed: an atomic LIFO, collected by
+ *                the owner all at once
+ * `used` counts blocks that are neither on `free` nor on `local_free`: out
+ * with a user, or on remote_free.  So used == 0 means no block of the page
+ * is anywhere but with the owner, and the page can go back to the pool.
+ */
+#ifndef SHOAL_PAGE_H
+#define SHOAL_PAGE_H
+
+#include <ck_stack.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include "layout.h"
+
+struct shoal_heap_s;
+
+typedef struct shoal_block_s {
+    struct shoal_block_s *next;
+} shoal_block_t;
+
+enum shoal_slot_kind {
+    SHOAL_SLOT_FREE = 0,  /* not in use (or a tail of a LARGE block) */
+    SHOAL_SLOT_PAGE,      /* head of a page of small or medium blocks */
+    SHOAL_SLOT_LARGE,     /* head of a large block */
+    SHOAL_SLOT_TAIL,      /* inner slot of a page; slot_offset leads to the head */
+    SHOAL_SLOT_META,      /* slot 0: the superpage header */
+};
+
+/* Low bit of remote_free: the owner moved the page to its full list and
+ * wants to hear about the next remote free (see heap.c). */
+#define SHOAL_REMOTE_FULL ((uintptr_t)1)
+
+typedef struct shoal_page_s {
+    /* Owner-only, hot. */
+    shoal_block_t *free;
+    shoal_block_t *local_free;
+    uint32_t used;
+    uint32_t block_size;
+    uint16_t capacity;          /* blocks carved out so far */
+    uint16_t reserved;          /* blocks that fit */
+    /* Set when the span is set up, read by any thread that frees into it. */
+    uint8_t kind;               /* enum shoal_slot_kind */
+    uint8_t slot_offset;        /* TAIL: slots back to the head */
+    uint8_t order;              /* buddy order of the span */
+    uint8_t size_class;
+    /* Owner-only, cold. */
+    uint8_t in_full;            /* on the owner's full list */
+    uint8_t free_is_zero;       /* every block on `free` reads as zero */
+    uint8_t fresh_zero;         /* blocks not yet carved read as zero */
+    _Atomic uint8_t in_notify;  /* linked on some heap's notify stack */
+    _Atomic uintptr_t remote_free;
+    _Atomic(struct shoal_heap_s *) heap;      /* owner; NULL when abandoned */
+    struct shoal_page_s *next, *prev;         /* owner's queue or full list */
+    struct shoal_page_s *notify_next;         /* link on a notify stack */
+    ck_stack_entry_t abandoned_link;          /* link on the abandoned stack */
+} shoal_page_t;
+
+/* Set up a fresh page of class `cls` on a span; `zero` says the span's
+ * memory reads as zero. */
+void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero);
+
+/* Carve more blocks from the untouched part of the page onto `free`.
+ * Only as many as fit in about one OS page, so memory is touched (and
+ * costs RSS) as it is used. */
+void shoal_page_extend(shoal_page_t *pg);
+
+/* Move local_free and remote_free onto `free` (owner only). */
+void shoal_page_collect(shoal_page_t *pg);
+
+/* Push a block freed by a thread that does not own the page.  Returns
+ * true if the page was on its owner's full list and the caller must
+ * notify the owner (see heap.c). */
+bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b);
+
+/* The head descriptor and the memory of a span. */
+void *shoal_page_start(const shoal_page_t *pg);
+
+#endif

@@ -1,0 +1,92 @@
+/* pool.h - the global, lock-free buddy pool of superpages.
+ *
+ * Each superpage has one 64-bit occupancy word, bit i for slot i.  A block
+ * of order k is 2^k slots starting at a multiple of 2^k.  Claiming a block
+ * is one CAS that sets its run of bits; releasing is one atomic AND that
+ * clears them.  There is no free list and no split or merge step: the
+ * bits are the buddy tree, so two free buddies are a free parent as soon
+ * as the second is released (coalescing is implicit), and a claimed block
+ * may be released slot by slot.  Values never repeat in a way that
+ * matters (the CAS compares the whole word), so there is no ABA.
+ *
+ * A second word, `dirty`, marks slots that may hold data: set when a
+ * block is claimed, cleared when the purger has given the slot back to
+ * the OS.  A block all of whose slots are clean reads as zero.
+ */
+#ifndef SHOAL_POOL_H
+#define SHOAL_POOL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include "page.h"
+
+typedef struct shoal_superpage_s {
+    _Atomic uint64_t occupied;          /* bit i: slot i claimed */
+    _Atomic uint64_t dirty;             /* bit i: slot i may be resident */
+    uint64_t purge_mark;                /* purger only: free dirty slots seen last pass */
+    uint32_t index;                     /* position in the registry */
+    shoal_page_t pages[SHOAL_SP_SLOTS] __attribute__((aligned(SHOAL_CACHE_LINE)));
+} shoal_superpage_t;
+
+_Static_assert(sizeof(shoal_superpage_t) <= SHOAL_SLOT_SIZE,
+               "the superpage header must fit in slot 0");
+
+/* A claimed block. */
+typedef struct shoal_span_s {
+    shoal_superpage_t *sp;
+    unsigned slot;              /* first slot */
+    unsigned order;
+    bool zero;                  /* every byte reads as zero */
+} shoal_span_t;
+
+/* Claim a block of 2^order slots; grows the pool when all superpages are
+ * full.  false with errno ENOMEM when the OS or MAX_MEMORY refuses. */
+bool shoal_pool_claim(unsigned order, shoal_span_t *out);
+
+/* Release `count` slots from `slot` on (any run inside one claim: a
+ * block, or the tail of one being shrunk). */
+void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count);
+
+/* Grow the block of 2^order slots at `slot` to 2^new_order slots in
+ * place: possible when slot is aligned for the new order and the slots
+ * after the block are free.  One CAS. */
+bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
+                     unsigned new_order);
+
+/* Purge free dirty slots: with `force` all of them now, otherwise those
+ * that were already free at the previous pass.  Runs only if no other
+ * purge is under way.  Returns the bytes purged. */
+size_t shoal_pool_purge(bool force);
+
+/* Pool figures for statistics. */
+typedef struct shoal_pool_stats_s {
+    size_t superpages;
+    size_t slots_claimed;       /* slot 0 of each superpage excluded */
+    size_t slots_dirty_free;    /* free but resident, waiting for the purger */
+    uint64_t claims, releases, purged_bytes;
+} shoal_pool_stats_t;
+void shoal_pool_stats(shoal_pool_stats_t *st);
+
+static inline shoal_superpage_t *shoal_superpage_of(const void *p)
+{
+    return (shoal_superpage_t *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+}
+
+static inline void *shoal_slot_addr(const shoal_superpage_t *sp, unsigned slot)
+{
+    return (char *)sp + ((size_t)slot << SHOAL_SLOT_SHIFT);
+}
+
+static inline shoal_page_t *shoal_span_head(const shoal_span_t *s)
+{
+    return &s->sp->pages[s->slot];
+}
+
+/* The descriptor of the slot holding p (p inside a pool superpage). */
+static inline shoal_page_t *shoal_slot_desc(const void *p)
+{
+    shoal_superpage_t *sp = shoal_superpage_of(p);
+    return &sp->pages[((uintptr_t)p >> SHOAL_SLOT_SHIFT) & (SHOAL_SP_SLOTS - 1)];
+}
+
+#endif

@@ -1,0 +1,58 @@
+/* size_class.h - request size <-> size class.
+ *
+ * Classes step by 16 bytes up to 128 (the alignment every block keeps),
+ * then by eighths of each power of two: 144, 160, ... 256, 288, ... so two
+ * neighbouring classes are at most 12.5% apart and a block wastes at most
+ * 1/9 of itself.  Classes 0..55 reach 8 KiB and live on 64 KiB pages;
+ * classes 56..79 reach 64 KiB and live on 512 KiB pages.  Every class size
+ * is a multiple of its step, which is what lets aligned requests use them
+ * (see shoal_class_for_aligned).
+ */
+#ifndef SHOAL_SIZE_CLASS_H
+#define SHOAL_SIZE_CLASS_H
+
+#include "layout.h"
+
+#define SHOAL_CLASSES        80
+#define SHOAL_SMALL_CLASSES  56     /* classes served from order-0 pages */
+
+/* The class for a request of n bytes, 0 < n <= SHOAL_MEDIUM_MAX. */
+static inline unsigned shoal_size_to_class(size_t n)
+{
+    if (n <= 128)
+        return n == 0 ? 0 : (unsigned)((n - 1) >> 4);
+    size_t w = n - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(w);      /* b >= 7 */
+    return 8u + (b - 7u) * 8u + (unsigned)((w >> (b - 3)) & 7u);
+}
+
+/* The block size of class c. */
+static inline size_t shoal_class_size(unsigned c)
+{
+    if (c < 8)
+        return (size_t)(c + 1) << 4;
+    unsigned b = 7u + (c - 8u) / 8u;
+    return ((size_t)1 << b) + ((size_t)((c - 8u) % 8u + 1u) << (b - 3));
+}
+
+/* Order of the buddy block a page of class c occupies. */
+static inline unsigned shoal_class_page_order(unsigned c)
+{
+    return c < SHOAL_SMALL_CLASSES ? 0 : SHOAL_MEDIUM_ORDER;
+}
+
+/* For an aligned request: a class whose block size is a multiple of
+ * `align`, so every block of a page (pages start at a 64 KiB boundary) is
+ * aligned.  Rounding n up to a multiple of align and taking its class
+ * works: if the class step is at least align, the class size is a
+ * multiple of the step; if it is smaller, the rounded size is itself a
+ * class.  Returns SHOAL_CLASSES when the request is not a page object. */
+static inline unsigned shoal_class_for_aligned(size_t n, size_t align)
+{
+    size_t r = shoal_align_up(n ? n : 1, align);
+    if (r > SHOAL_MEDIUM_MAX || align > SHOAL_SLOT_SIZE)
+        return SHOAL_CLASSES;
+    return shoal_size_to_class(r);
+}
+
+#endif

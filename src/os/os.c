@@ -1,0 +1,124 @@
+/* os.c - mmap, munmap and madvise, and nothing else calls them. */
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23          /* Linux 5.14 */
+#endif
+
+static _Atomic size_t os_mapped;        /* bytes reserved, for stats */
+
+static void *map_anon(void *hint, size_t size)
+{
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *shoal_os_reserve(size_t size, size_t align)
+{
+    int saved = errno;
+    void *p = map_anon(NULL, size);
+    if (p == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (((uintptr_t)p & (align - 1)) != 0) {
+        /* Not aligned: map size + align and trim both ends.  The trimmed
+         * mapping stays one VMA and usually merges with its neighbours. */
+        munmap(p, size);
+        if (size + align < size) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        char *raw = map_anon(NULL, size + align);
+        if (raw == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+        size_t head = (size_t)(aligned - raw);
+        size_t tail = align - head;
+        if (head)
+            munmap(raw, head);
+        if (tail)
+            munmap(aligned + size, tail);
+        p = aligned;
+    }
+    atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed);
+    errno = saved;
+    return p;
+}
+
+void shoal_os_release(void *addr, size_t size)
+{
+    if (munmap(addr, size) == 0)
+        atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+}
+
+bool shoal_os_purge(void *addr, size_t size, bool lazy)
+{
+    int saved = errno;
+    bool zero;
+    if (lazy && madvise(addr, size, MADV_FREE) == 0)
+        zero = false;           /* contents undefined until the kernel acts */
+    else
+        zero = madvise(addr, size, MADV_DONTNEED) == 0;
+    errno = saved;
+    return zero;
+}
+
+void shoal_os_prefault(void *addr, size_t size)
+{
+    int saved = errno;
+    if (madvise(addr, size, MADV_POPULATE_WRITE) != 0) {
+        /* Older kernel: touch one byte a page.  Reading would map the
+         * shared zero page, so write; the memory is known to be zero. */
+        long ps = sysconf(_SC_PAGESIZE);
+        for (size_t off = 0; off < size; off += (size_t)ps)
+            ((volatile char *)addr)[off] = 0;
+    }
+    errno = saved;
+}
+
+void shoal_os_huge_hint(void *addr, size_t size, bool on)
+{
+    int saved = errno;
+    (void)madvise(addr, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    errno = saved;
+}
+
+uint64_t shoal_os_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+size_t shoal_os_mapped(void)
+{
+    return atomic_load_explicit(&os_mapped, memory_order_relaxed);
+}
+
+void *shoal_os_remap(void *addr, size_t old_size, size_t new_size, void *new_addr)
+{
+    int saved = errno;
+    void *p = new_addr == NULL
+                  ? mremap(addr, old_size, new_size, 0)
+                  : mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_addr);
+    errno = saved;
+    if (p == MAP_FAILED)
+        return NULL;
+    /* A move replaced new_addr's reservation, which was counted already. */
+    if (new_addr == NULL)
+        atomic_fetch_add_explicit(&os_mapped, new_size - old_size, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&os_mapped, old_size, memory_order_relaxed);
+    return p;
+}

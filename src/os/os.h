@@ -1,0 +1,50 @@
+/* os.h - the only layer that talks to the kernel about memory.
+ *
+ * Memory is reserved as private anonymous read-write mappings with
+ * MAP_NORESERVE: on Linux that is reservation and lazy commit in one step,
+ * since a page costs RSS only once it is touched.  Purging gives pages
+ * back (they read as zero afterwards with MADV_DONTNEED); prefaulting
+ * populates them up front.  Every call reports failure by return value
+ * and errno, never by crashing.
+ */
+#ifndef SHOAL_OS_H
+#define SHOAL_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reserve `size` bytes aligned to `align` (a power of two, at least the
+ * OS page size).  NULL with errno ENOMEM on failure. */
+void *shoal_os_reserve(size_t size, size_t align);
+
+/* Give a whole reservation back to the kernel. */
+void shoal_os_release(void *addr, size_t size);
+
+/* Return the physical pages under [addr, addr+size); the range stays
+ * reserved.  With `lazy` the kernel may take them when it likes
+ * (MADV_FREE) and the contents are undefined until then; otherwise they
+ * go now (MADV_DONTNEED) and the range reads as zero.  Returns true when
+ * the range is known to read as zero afterwards. */
+bool shoal_os_purge(void *addr, size_t size, bool lazy);
+
+/* Populate [addr, addr+size) now (MADV_POPULATE_WRITE, falling back to
+ * touching each page).  Best effort. */
+void shoal_os_prefault(void *addr, size_t size);
+
+/* Ask for (or refuse) transparent huge pages on a range.  Best effort. */
+void shoal_os_huge_hint(void *addr, size_t size, bool on);
+
+/* Monotonic milliseconds, cheap (coarse clock). */
+uint64_t shoal_os_now_ms(void);
+
+/* Bytes currently mapped by shoal (reservations minus releases). */
+size_t shoal_os_mapped(void);
+
+/* Resize a reservation.  With new_addr NULL only in place; otherwise the
+ * pages move (without copying) to new_addr, a reservation of new_size
+ * that this call replaces.  Returns the new address or NULL. */
+void *shoal_os_remap(void *addr, size_t old_size, size_t new_size, void *new_addr);
+
+#endif
+

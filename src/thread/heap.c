@@ -1,0 +1,519 @@
+/* heap.c - per-thread heaps: page queues, full pages, abandonment.
+ *
+ * Remote frees into full pages.  A page on its owner's full list is never
+ * looked at by the owner, so the first remote free into it must say so.
+ * The owner marks the page FULL in its remote_free word when it moves it
+ * to the full list.  The remote free whose push clears that mark (exactly
+ * one does) links the page onto the owner's notify stack, and the owner
+ * moves the pages it finds there back to their queues.
+ *
+ * The page's in_notify byte keeps that link safe:
+ *   0  idle: the notify link is free
+ *   1  a pusher holds the link and is reading the owner to push to
+ *   2  linked on a notify stack
+ * A pusher moves it 0 -> 1, reads page->heap, pushes, moves it 1 -> 2;
+ * whoever pops the page sets it to 0.  The owner marks a page FULL only
+ * while it is 0, and gives a page back to the pool only while it is 0, so
+ * a link is never reused while it is on a stack.  When a thread exits it
+ * first withdraws (page->heap = NULL), then waits for every page to leave
+ * state 1, then drains its notify stack: with sequentially consistent
+ * order on both sides either the pusher saw NULL and pushes nowhere, or
+ * the exiting thread sees the 1 and waits for the push to land before it
+ * drains.  So no notification ever reaches a heap that no thread owns.
+ */
+#include "heap.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include "../core/options.h"
+#include "../core/purge.h"
+#include "../core/sync.h"
+#include "../os/os.h"
+
+shoal_page_t shoal_empty_page;
+shoal_heap_t shoal_empty_heap = {
+    .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
+};
+__thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) =
+    &shoal_empty_heap;
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* ck_stack's double-width CAS needs 16-byte alignment. */
+static ck_stack_t abandoned __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
+static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
+static _Atomic size_t abandoned_count;
+static _Atomic(shoal_heap_t *) all_heaps;
+static _Atomic size_t heaps_created, heaps_live;
+
+static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
+static char *area_next, *area_end;
+
+static pthread_key_t exit_key;
+static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
+
+static void thread_exit(void *arg);
+
+/* ---- process start-up ------------------------------------------------- */
+
+static void process_init(void)
+{
+    int expect = 0;
+    if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
+        return;
+    if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
+        shoal_options_init();
+        pthread_key_create(&exit_key, thread_exit);
+        atomic_store_explicit(&init_state, 2, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+        sched_yield();
+}
+
+/* ---- queues ----------------------------------------------------------- */
+
+static void queue_remove(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    if (pg->prev != NULL)
+        pg->prev->next = pg->next;
+    else
+        h->pages[c] = pg->next != NULL ? pg->next : &shoal_empty_page;
+    if (pg->next != NULL)
+        pg->next->prev = pg->prev;
+    else
+        h->last[c] = pg->prev;
+    pg->next = pg->prev = NULL;
+}
+
+static void queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *first = h->pages[c];
+    pg->prev = NULL;
+    if (first == &shoal_empty_page) {
+        pg->next = NULL;
+        h->last[c] = pg;
+    } else {
+        pg->next = first;
+        first->prev = pg;
+    }
+    h->pages[c] = pg;
+}
+
+static void full_push(shoal_heap_t *h, shoal_page_t *pg)
+{
+    pg->prev = NULL;
+    pg->next = h->full;
+    if (h->full != NULL)
+        h->full->prev = pg;
+    h->full = pg;
+    pg->in_full = 1;
+}
+
+static void full_remove(shoal_heap_t *h, shoal_page_t *pg)
+{
+    if (pg->prev != NULL)
+        pg->prev->next = pg->next;
+    else
+        h->full = pg->next;
+    if (pg->next != NULL)
+        pg->next->prev = pg->prev;
+    pg->next = pg->prev = NULL;
+    pg->in_full = 0;
+}
+
+/* Take the FULL mark off a page that is leaving the full list.  If the CAS
+ * fails a remote free already took it off. */
+static void clear_full_mark(shoal_page_t *pg)
+{
+    uintptr_t mark = SHOAL_REMOTE_FULL;
+    atomic_compare_exchange_strong_explicit(&pg->remote_free, &mark, 0,
+                                            memory_order_relaxed, memory_order_relaxed);
+}
+
+static void unfull(shoal_heap_t *h, shoal_page_t *pg)
+{
+    full_remove(h, pg);
+    clear_full_mark(pg);
+    queue_push_front(h, pg);
+}
+
+/* Move a page with no free block to the full list.  Fails when remote
+ * frees are waiting (the caller collects them) or while the page's
+ * notify link is busy (it stays in the queue meanwhile). */
+static bool try_mark_full(shoal_heap_t *h, shoal_page_t *pg)
+{
+    uintptr_t empty = 0;
+    if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
+        return false;
+    /* Relaxed: the mark carries no data, it only asks the next pusher to
+     * notify; block contents travel with the pushes themselves. */
+    if (!atomic_compare_exchange_strong_explicit(&pg->remote_free, &empty, SHOAL_REMOTE_FULL,
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return false;
+    queue_remove(h, pg);
+    full_push(h, pg);
+    return true;
+}
+
+/* ---- notifications ---------------------------------------------------- */
+
+static shoal_page_t *take_notify_stack(shoal_heap_t *h)
+{
+    if (atomic_load_explicit(&h->notify, memory_order_relaxed) == NULL)
+        return NULL;
+    /* Acquire pairs with the pushers' release: the links are visible. */
+    return atomic_exchange_explicit(&h->notify, NULL, memory_order_acquire);
+}
+
+static void take_notifications(shoal_heap_t *h)
+{
+    shoal_page_t *pg = take_notify_stack(h);
+    while (pg != NULL) {
+        shoal_page_t *next = pg->notify_next;     /* read before the link is freed */
+        atomic_store_explicit(&pg->in_notify, 0, memory_order_seq_cst);
+        if (atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && pg->in_full)
+            unfull(h, pg);
+        pg = next;
+    }
+}
+
+void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
+{
+    if (!shoal_page_remote_push(pg, b))
+        return;
+    /* We took the FULL mark off: the owner must hear of it.  If the link is
+     * busy, the page is already on its way to the owner, whose pop comes
+     * after our push and so finds the block. */
+    uint8_t idle = 0;
+    if (!atomic_compare_exchange_strong_explicit(&pg->in_notify, &idle, 1,
+                                                 memory_order_seq_cst, memory_order_seq_cst))
+        return;
+    shoal_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_seq_cst);
+    if (h == NULL) {
+        /* Abandoned: whoever adopts the page collects the block. */
+        atomic_store_explicit(&pg->in_notify, 0, memory_order_release);
+        return;
+    }
+    shoal_page_t *head = atomic_load_explicit(&h->notify, memory_order_relaxed);
+    do {
+        pg->notify_next = head;
+        /* Release: the link is written before the owner can pop it. */
+    } while (!atomic_compare_exchange_weak_explicit(&h->notify, &head, pg,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+    /* 1 -> 2, unless the owner popped us already and set 0. */
+    uint8_t pushing = 1;
+    atomic_compare_exchange_strong_explicit(&pg->in_notify, &pushing, 2,
+                                            memory_order_release, memory_order_relaxed);
+}
+
+/* ---- slots for new pages ---------------------------------------------- */
+
+static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
+{
+    if (order == 0) {
+        if (h->cached == 0) {
+            /* Refill in a batch: one CAS claims four slots. */
+            shoal_span_t four;
+            int saved = errno;
+            if (shoal_pool_claim(2, &four)) {
+                for (unsigned i = 0; i < 4; i++)
+                    h->cache[h->cached++] = (shoal_span_t){ four.sp, four.slot + 3 - i, 0,
+                                                            four.zero };
+            }
+            errno = saved;
+        }
+        if (h->cached != 0) {
+            *s = h->cache[--h->cached];
+            return true;
+        }
+    }
+    return shoal_pool_claim(order, s);
+}
+
+static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
+{
+    unsigned order = pg->order;
+    for (unsigned i = 0; i < (1u << order); i++) {
+        pg[i].kind = SHOAL_SLOT_FREE;
+        pg[i].slot_offset = 0;
+    }
+    atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
+    shoal_superpage_t *sp = shoal_superpage_of(pg);
+    unsigned slot = (unsigned)(pg - sp->pages);
+    if (order == 0 && keep_in_cache && h->cached < SHOAL_PAGE_CACHE) {
+        h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
+        return;
+    }
+    shoal_pool_release(sp, slot, 1u << order);
+    shoal_purge_tick();
+}
+
+static void drain_cache(shoal_heap_t *h)
+{
+    while (h->cached != 0) {
+        shoal_span_t *s = &h->cache[--h->cached];
+        shoal_pool_release(s->sp, s->slot, 1);
+    }
+}
+
+/* A page whose blocks are all with the owner: back to the pool, unless it
+ * is the class's only page (it would be claimed again at once) or its
+ * notify link is busy. */
+static void retire(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    if (h->pages[c] == pg && h->last[c] == pg)
+        return;
+    if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
+        return;
+    queue_remove(h, pg);
+    release_page(h, pg, true);
+}
+
+void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
+{
+    if (pg->in_full)
+        unfull(h, pg);
+    if (pg->used == 0)
+        retire(h, pg);
+}
+
+/* ---- adoption --------------------------------------------------------- */
+
+/* Take up to `max` abandoned pages into h; returns how many. */
+static unsigned adopt(shoal_heap_t *h, unsigned max)
+{
+    unsigned n = 0;
+    while (n < max) {
+        ck_stack_entry_t *e = ck_stack_pop_mpmc(&abandoned);
+        if (e == NULL)
+            break;
+        shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
+        shoal_tsan_acquire(pg);
+        atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+        atomic_store_explicit(&pg->heap, h, memory_order_seq_cst);
+        shoal_page_collect(pg);
+        if (pg->used == 0 &&
+            atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+            release_page(h, pg, true);
+            continue;
+        }
+        queue_push_front(h, pg);
+        n++;
+    }
+    atomic_fetch_add_explicit(&h->pages_adopted, n, memory_order_relaxed);
+    return n;
+}
+
+/* ---- finding a page --------------------------------------------------- */
+
+static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
+{
+    shoal_page_t *pg = h->pages[cls];
+    while (pg != &shoal_empty_page) {
+        shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
+        shoal_page_collect(pg);
+        if (pg->free == NULL)
+            shoal_page_extend(pg);
+        if (pg->free == NULL && !try_mark_full(h, pg))
+            shoal_page_collect(pg);         /* remote frees just arrived */
+        if (pg->free != NULL) {
+            if (h->pages[cls] != pg) {
+                queue_remove(h, pg);
+                queue_push_front(h, pg);
+            }
+            return pg;
+        }
+        pg = next;
+    }
+    return NULL;
+}
+
+static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
+{
+    shoal_span_t s;
+    unsigned order = shoal_class_page_order(cls);
+    if (!take_span(h, order, &s))
+        return NULL;
+    shoal_page_t *pg = shoal_span_head(&s);
+    shoal_page_init(pg, cls, order, s.zero);
+    atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+    shoal_page_extend(pg);
+    queue_push_front(h, pg);
+    return pg;
+}
+
+static shoal_heap_t *heap_acquire(void);
+
+shoal_page_t *shoal_heap_find_page(unsigned cls)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
+        return NULL;
+    take_notifications(h);
+    shoal_page_t *pg = search_queue(h, cls);
+    if (pg == NULL && adopt(h, 8) != 0)
+        pg = search_queue(h, cls);
+    return pg != NULL ? pg : fresh_page(h, cls);
+}
+
+/* ---- heap lifetime ---------------------------------------------------- */
+
+static shoal_heap_t *heap_new(void)
+{
+    ck_stack_entry_t *e = ck_stack_pop_mpmc(&free_heaps);
+    if (e != NULL) {
+        shoal_heap_t *h = container_of(e, shoal_heap_t, free_link);
+        shoal_tsan_acquire(h);
+        return h;
+    }
+    size_t sz = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);
+    shoal_heap_t *h = NULL;
+    shoal_lock(&area_lock);
+    if (area_next == NULL || (size_t)(area_end - area_next) < sz) {
+        char *area = shoal_os_reserve(SHOAL_SLOT_SIZE, SHOAL_SLOT_SIZE);
+        if (area != NULL) {
+            area_next = area;
+            area_end = area + SHOAL_SLOT_SIZE;
+        }
+    }
+    if (area_next != NULL && (size_t)(area_end - area_next) >= sz) {
+        h = (shoal_heap_t *)area_next;
+        area_next += sz;
+    }
+    shoal_unlock(&area_lock);
+    if (h == NULL)
+        return NULL;
+    /* Fresh memory is zero; only the queue heads need values. */
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
+        h->pages[c] = &shoal_empty_page;
+    shoal_heap_t *head = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+    do {
+        h->next_all = head;
+    } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+    atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
+    return h;
+}
+
+static shoal_heap_t *heap_acquire(void)
+{
+    process_init();
+    shoal_heap_t *h = heap_new();
+    if (h == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    atomic_store_explicit(&h->live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed);
+    shoal_tl_heap = h;
+    pthread_setspecific(exit_key, h);
+    return h;
+}
+
+/* Give away everything h holds: empty pages to the pool, pages with live
+ * blocks to the abandoned stack (see the protocol at the top). */
+static void heap_abandon(shoal_heap_t *h)
+{
+    shoal_page_t *keep = NULL;
+    take_notifications(h);
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        while (h->pages[c] != &shoal_empty_page) {
+            shoal_page_t *pg = h->pages[c];
+            queue_remove(h, pg);
+            shoal_page_collect(pg);
+            if (pg->used == 0 &&
+                atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+                release_page(h, pg, false);
+            } else {
+                pg->next = keep;
+                keep = pg;
+            }
+        }
+    }
+    while (h->full != NULL) {
+        shoal_page_t *pg = h->full;
+        full_remove(h, pg);
+        clear_full_mark(pg);
+        pg->next = keep;
+        keep = pg;
+    }
+    for (shoal_page_t *pg = keep; pg != NULL; pg = pg->next)
+        atomic_store_explicit(&pg->heap, NULL, memory_order_seq_cst);
+    for (shoal_page_t *pg = keep; pg != NULL; pg = pg->next)
+        while (atomic_load_explicit(&pg->in_notify, memory_order_seq_cst) == 1)
+            sched_yield();
+    for (shoal_page_t *pg = take_notify_stack(h); pg != NULL;) {
+        shoal_page_t *next = pg->notify_next;
+        atomic_store_explicit(&pg->in_notify, 0, memory_order_seq_cst);
+        pg = next;
+    }
+    while (keep != NULL) {
+        shoal_page_t *pg = keep;
+        keep = pg->next;
+        pg->next = NULL;
+        atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
+        shoal_tsan_release(pg);
+        ck_stack_push_mpmc(&abandoned, &pg->abandoned_link);
+    }
+    drain_cache(h);
+}
+
+static void thread_exit(void *arg)
+{
+    shoal_heap_t *h = arg;
+    /* A later allocation by this thread (another key's destructor) makes
+     * a new heap, and the new heap gets this destructor again. */
+    shoal_tl_heap = &shoal_empty_heap;
+    heap_abandon(h);
+    atomic_store_explicit(&h->live, 0, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&heaps_live, 1, memory_order_relaxed);
+    shoal_tsan_release(h);
+    ck_stack_push_mpmc(&free_heaps, &h->free_link);
+    shoal_purge_tick();
+}
+
+void shoal_heap_collect(bool force)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    if (h == &shoal_empty_heap) {
+        if (!force || atomic_load_explicit(&abandoned_count, memory_order_relaxed) == 0)
+            return;
+        if ((h = heap_acquire()) == NULL)
+            return;
+    }
+    take_notifications(h);
+    if (force)
+        while (adopt(h, 64) != 0) {}
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        shoal_page_t *pg = h->pages[c];
+        while (pg != &shoal_empty_page) {
+            shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
+            shoal_page_collect(pg);
+            if (pg->used == 0 &&
+                atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+                queue_remove(h, pg);
+                release_page(h, pg, false);
+            }
+            pg = next;
+        }
+    }
+    drain_cache(h);
+}
+
+void shoal_heap_stats(shoal_heap_stats_t *st)
+{
+    st->live = atomic_load_explicit(&heaps_live, memory_order_relaxed);
+    st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
+    st->abandoned_pages = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
+    st->adopted = 0;
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all)
+        st->adopted += atomic_load_explicit(&h->pages_adopted, memory_order_relaxed);
+}

@@ -1,0 +1,65 @@
+/* heap.h - per-thread heaps.
+ *
+ * A heap owns pages.  For each size class it keeps a queue of pages that
+ * may have free blocks; pages[c] is the queue's head, the page the malloc
+ * fast path pops from (a static empty page when the queue is empty, so
+ * the fast path needs no NULL test).  Pages with no free block move to a
+ * full list so they cost nothing until a block comes back: a local free
+ * moves them back at once, a remote free tells the owner through the
+ * heap's notify stack (see heap.c for the protocol).
+ *
+ * A thread's heap is created at its first allocation and abandoned when
+ * the thread exits: pages with live blocks go on a global stack that live
+ * threads adopt from, empty ones go back to the pool, and the heap struct
+ * is kept for the next thread.  Heap structs are never unmapped.
+ */
+#ifndef SHOAL_HEAP_H
+#define SHOAL_HEAP_H
+
+#include <ck_stack.h>
+#include "../core/pool.h"
+#include "../core/size_class.h"
+
+#define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
+
+typedef struct shoal_heap_s {
+    shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path */
+    shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
+    shoal_page_t *full;                         /* pages with no free block */
+    _Atomic(shoal_page_t *) notify;             /* full pages that got remote frees */
+    shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
+    unsigned cached;
+    _Atomic uint64_t pages_adopted;             /* statistics, owner writes */
+    struct shoal_heap_s *next_all;              /* every heap ever made */
+    ck_stack_entry_t free_link;                 /* on the stack of unused heaps */
+    _Atomic int live;                           /* owned by a thread now */
+} shoal_heap_t;
+
+extern shoal_heap_t shoal_empty_heap;
+extern shoal_page_t shoal_empty_page;
+extern __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec")));
+
+/* A page of class `cls` with a free block, at the head of the calling
+ * thread's queue; creates the thread's heap on first use.  NULL with
+ * errno ENOMEM. */
+shoal_page_t *shoal_heap_find_page(unsigned cls);
+
+/* The owner freed the last block of pg, or freed into a full page. */
+void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
+
+/* A non-owner freed into pg: push and, when the page sits on its
+ * owner's full list, notify the owner. */
+void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b);
+
+/* Adopt abandoned pages, return empty pages and cached slots to the pool
+ * (the calling thread's heap only; `force` adopts every abandoned page). */
+void shoal_heap_collect(bool force);
+
+/* Figures over all heaps. */
+typedef struct shoal_heap_stats_s {
+    size_t live, created, abandoned_pages;
+    uint64_t adopted;
+} shoal_heap_stats_t;
+void shoal_heap_stats(shoal_heap_stats_t *st);
+
+#endif

@@ -1,0 +1,64 @@
+/* Size classes: every request maps to the smallest class that holds it,
+ * classes are at most 12.5% apart above 128 bytes, and aligned requests
+ * land on classes whose size is a multiple of the alignment. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "core/size_class.h"
+
+static void test_class_is_smallest_fit(void **state)
+{
+    (void)state;
+    for (size_t n = 1; n <= SHOAL_MEDIUM_MAX; n++) {
+        unsigned c = shoal_size_to_class(n);
+        assert_true(c < SHOAL_CLASSES);
+        assert_true(shoal_class_size(c) >= n);
+        if (c > 0)
+            assert_true(shoal_class_size(c - 1) < n);
+    }
+}
+
+static void test_classes_are_close(void **state)
+{
+    (void)state;
+    for (unsigned c = 1; c < SHOAL_CLASSES; c++) {
+        size_t prev = shoal_class_size(c - 1), size = shoal_class_size(c);
+        assert_true(size > prev);
+        assert_int_equal(size % 16, 0);
+        if (prev >= 128)
+            assert_true(size * 8 <= prev * 9);      /* at most 12.5% apart */
+        else
+            assert_int_equal(size - prev, 16);
+        assert_int_equal(shoal_size_to_class(size), c);
+    }
+    assert_int_equal(shoal_class_size(SHOAL_SMALL_CLASSES - 1), SHOAL_SMALL_MAX);
+    assert_int_equal(shoal_class_size(SHOAL_CLASSES - 1), SHOAL_MEDIUM_MAX);
+}
+
+static void test_aligned_classes(void **state)
+{
+    (void)state;
+    for (size_t align = 16; align <= SHOAL_SLOT_SIZE; align <<= 1) {
+        for (size_t n = 1; n <= SHOAL_MEDIUM_MAX; n += (n < 4096 ? 1 : 61)) {
+            unsigned c = shoal_class_for_aligned(n, align);
+            if (c == SHOAL_CLASSES) {
+                assert_true(shoal_align_up(n, align) > SHOAL_MEDIUM_MAX);
+                continue;
+            }
+            assert_true(shoal_class_size(c) >= n);
+            assert_int_equal(shoal_class_size(c) % align, 0);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_class_is_smallest_fit),
+        cmocka_unit_test(test_classes_are_close),
+        cmocka_unit_test(test_aligned_classes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

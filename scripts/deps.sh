@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what building, testing and benchmarking shoal needs, on Debian
+# or Ubuntu.  Installs only what is missing; does nothing when all is there.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config     # build
+  clang libclang-rt-14-dev                         # TSan, ASan, UBSan, libFuzzer
+  libck-dev libcmocka-dev                          # ConcurrencyKit, unit tests
+  python3 git sqlite3 redis-server redis-tools     # real programs under shoal
+  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 # benchmark peers
+  time procps valgrind
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "shoal: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs (Debian), builds shoal with
+# gcc and runs every test, then builds it with clang's ThreadSanitizer and
+# runs the tests again (through the alloc_* API: TSan owns malloc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+jobs=$(nproc)
+echo "== shoal: release build (gcc)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure --timeout 600
+
+echo "== shoal: ThreadSanitizer build (clang)"
+CC=clang cmake -S . -B build-tsan -G Ninja -DSHOAL_SANITIZE=thread \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-tsan -j"$jobs"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build-tsan --output-on-failure --timeout 900

@@ -65,23 +65,51 @@ int  alloc_option_set(alloc_option_t option, long value);
 long alloc_option_get(alloc_option_t option);
 
 /* Statistics.  Set `size` to sizeof(alloc_stats_t) before the call; the
- * struct only ever grows at its end. */
+ * struct only ever grows at its end, and `version` says which fields a
+ * library filled in.  Byte figures are bytes. */
+#define ALLOC_STATS_VERSION 2
+#define ALLOC_STATS_CLASSES 80
+
+typedef struct alloc_class_stats_s {
+    size_t block_size;
+    uint64_t requests;          /* blocks handed out, cumulative */
+    size_t live_blocks;         /* handed out and not yet freed */
+    size_t live_bytes;          /* live_blocks * block_size */
+    size_t pages;               /* pages of this class in use */
+} alloc_class_stats_t;
+
 typedef struct alloc_stats_s {
     size_t size;                /* in: sizeof(alloc_stats_t) */
-    uint32_t version;           /* out: layout version */
-    size_t mapped;              /* address space reserved from the OS */
-    size_t committed;           /* pool slots in use or dirty, plus huge blocks */
+    uint32_t version;           /* out: ALLOC_STATS_VERSION */
+    uint64_t elapsed_ms;        /* since shoal started */
+    /* The summary, read like Redis' INFO memory. */
+    size_t allocated;           /* in live blocks (their usable size) */
+    size_t active;              /* in pool slots in use and live huge mappings */
     size_t resident;            /* RSS of the process (/proc/self/statm) */
-    size_t purged;              /* bytes given back to the OS, cumulative */
-    size_t superpages;          /* superpages in the pool */
-    size_t pool_slots_used;     /* 64 KiB slots claimed from the pool */
+    size_t mapped;              /* address space reserved from the OS */
+    size_t committed;           /* active, plus free memory not yet purged */
+    size_t purged;              /* given back to the OS, cumulative */
+    size_t active_peak, resident_peak, mapped_peak;
+    /* The pool. */
+    size_t superpages;
+    size_t pool_slots_used;     /* 64 KiB slots claimed (heaps' caches included) */
+    size_t pool_slots_dirty;    /* free slots waiting for the purger */
     uint64_t pool_claims, pool_releases;
-    size_t huge_live, huge_live_bytes, huge_cached;
-    size_t heaps_live, heaps_abandoned_pages;
-    uint64_t heaps_created, pages_adopted;
+    /* Large (pool blocks above 64 KiB) and huge (own mappings) blocks. */
+    uint64_t large_requests;
+    size_t large_live, large_live_bytes;
+    uint64_t huge_requests;
+    size_t huge_live, huge_live_bytes, huge_cached, huge_cached_bytes;
+    /* Threads. */
+    size_t heaps_live, heaps_live_peak;
+    uint64_t heaps_created, heaps_exited;
+    size_t heaps_abandoned_pages;       /* pages of exited threads not yet adopted */
+    uint64_t pages_adopted, remote_frees;
+    /* The process. */
+    uint64_t minor_faults, major_faults;
+    uint64_t dumps, dumps_skipped;      /* signal dumps written, and dropped while busy */
+    alloc_class_stats_t classes[ALLOC_STATS_CLASSES];
 } alloc_stats_t;
-
-#define ALLOC_STATS_VERSION 1
 
 /* 0, or EINVAL if st is NULL or st->size is too small. */
 int  alloc_stats_get(alloc_stats_t *st);

@@ -20,18 +20,19 @@
 #include "core/message.h"
 #include "thread/heap.h"
 
-static inline void *page_pop(shoal_page_t *pg, shoal_block_t *b)
+static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     pg->free = b->next;
     pg->used++;
+    shoal_count(&h->stats.allocs[pg->size_class], 1);
     return b;
 }
 
 /* Pop from a page that has a free block, zeroing n bytes if asked. */
-static inline void *page_pop_zero(shoal_page_t *pg, size_t n)
+static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     bool zero = pg->free_is_zero;
-    shoal_block_t *b = page_pop(pg, pg->free);
+    shoal_block_t *b = page_pop(h, pg, pg->free);
     if (zero)
         b->next = NULL;         /* the link was the only write */
     else
@@ -54,7 +55,8 @@ static void *alloc_generic(size_t n, size_t align, bool zero)
         shoal_page_t *pg = shoal_heap_find_page(cls);
         if (pg == NULL)
             return NULL;
-        return zero ? page_pop_zero(pg, n) : page_pop(pg, pg->free);
+        shoal_heap_t *h = shoal_tl_heap;        /* made by find_page on first use */
+        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_large_alloc(n, align, zero);
@@ -64,10 +66,11 @@ static void *alloc_generic(size_t n, size_t align, bool zero)
 void *alloc_malloc(size_t n)
 {
     if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
-        shoal_page_t *pg = shoal_tl_heap->pages[shoal_size_to_class(n)];
+        shoal_heap_t *h = shoal_tl_heap;
+        shoal_page_t *pg = h->pages[shoal_size_to_class(n)];
         shoal_block_t *b = pg->free;
         if (shoal_likely(b != NULL))
-            return page_pop(pg, b);
+            return page_pop(h, pg, b);
     }
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
@@ -80,9 +83,10 @@ void *alloc_calloc(size_t count, size_t size)
         return NULL;
     }
     if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
-        shoal_page_t *pg = shoal_tl_heap->pages[shoal_size_to_class(n)];
+        shoal_heap_t *h = shoal_tl_heap;
+        shoal_page_t *pg = h->pages[shoal_size_to_class(n)];
         if (shoal_likely(pg->free != NULL))
-            return page_pop_zero(pg, n);
+            return page_pop_zero(h, pg, n);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
@@ -143,6 +147,7 @@ void alloc_free(void *p)
             if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
                 b->next = pg->local_free;
                 pg->local_free = b;
+                shoal_count(&h->stats.frees[pg->size_class], 1);
                 if (shoal_unlikely(--pg->used == 0 || pg->in_full))
                     shoal_heap_page_freed(h, pg);
                 return;

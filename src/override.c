@@ -60,6 +60,10 @@ SHOAL_EXPORT void *pvalloc(size_t n)
     return alloc_aligned(ps, shoal_align_up(n ? n : 1, ps));
 }
 
+/* glibc's malloc_stats(): the report, on stderr.  (It also makes a static
+ * link pull in the statistics code, and with it the signal dump.) */
+SHOAL_EXPORT void malloc_stats(void) { alloc_stats_print(2); }
+
 /* glibc's internal names, which some programs and libraries call. */
 SHOAL_EXPORT void *__libc_malloc(size_t n) { return alloc_malloc(n); }
 SHOAL_EXPORT void __libc_free(void *p) { alloc_free(p); }

@@ -1,21 +1,43 @@
-/* stats.c - alloc_stats_get and the text and JSON reports.
+/* stats.c - alloc_stats_get, the text and JSON reports, the dump on a
+ * signal and the report at exit.
  *
- * Everything here is read from counters the slow paths keep and from the
- * pool's bitmaps, so the fast paths pay nothing.  Reports are formatted
- * into a stack buffer and written with write(2): no malloc, no stdio.
+ * Everything here is async-signal-safe: figures are read from atomic
+ * counters and bitmaps (no lock is taken), reports are formatted by
+ * message.c into a static buffer and written with one write(2).  A
+ * `dumping` flag guards the buffer: a signal that arrives while a report
+ * is being written (in any thread) is counted in dumps_skipped and
+ * dropped rather than waited for, so a dump never deadlocks and every
+ * report that is written is whole.
  */
+#define _GNU_SOURCE
 #include "shoal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "core/huge.h"
+#include "core/large.h"
 #include "core/message.h"
-#include "core/pool.h"
+#include "core/options.h"
 #include "os/os.h"
 #include "thread/heap.h"
 
-static size_t resident_bytes(void)
+_Static_assert(ALLOC_STATS_CLASSES == SHOAL_CLASSES, "one row per size class");
+
+static uint64_t start_ms;
+static int stats_fd = 2;                        /* SHOAL_STATS_FILE, or stderr */
+static atomic_flag dumping = ATOMIC_FLAG_INIT;
+static _Atomic uint64_t n_dumps, n_skipped;
+static _Atomic int installed_signal;            /* ours, 0 if none */
+static struct sigaction previous;               /* what we replaced */
+static alloc_stats_t report_stats;              /* guarded by `dumping` */
+static char report_buf[32768];                  /* guarded by `dumping` */
+
+static size_t read_resident(void)
 {
     char buf[128];
     int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -27,7 +49,7 @@ static size_t resident_bytes(void)
         return 0;
     buf[n] = '\0';
     const char *s = buf;
-    while (*s != ' ' && *s != '\0')     /* skip total size */
+    while (*s != ' ' && *s != '\0')     /* skip the total size */
         s++;
     size_t pages = 0;
     while (*s == ' ')
@@ -37,79 +59,306 @@ static size_t resident_bytes(void)
     return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+static void fill_classes(alloc_stats_t *st, const shoal_heap_stats_t *heaps)
+{
+    st->allocated = 0;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        alloc_class_stats_t *k = &st->classes[c];
+        k->block_size = shoal_class_size(c);
+        k->requests = heaps->allocs[c];
+        /* A block freed between our reads of the two sums could make
+         * frees run ahead of allocs for a moment: clamp at zero. */
+        k->live_blocks = heaps->allocs[c] > heaps->frees[c]
+                             ? (size_t)(heaps->allocs[c] - heaps->frees[c]) : 0;
+        k->live_bytes = k->live_blocks * k->block_size;
+        k->pages = (int64_t)heaps->pages[c] > 0 ? (size_t)heaps->pages[c] : 0;
+        st->allocated += k->live_bytes;
+    }
+}
+
 int alloc_stats_get(alloc_stats_t *st)
 {
     if (st == NULL || st->size < sizeof(alloc_stats_t))
         return EINVAL;
+    shoal_heap_stats_t heaps_local, *heaps = &heaps_local;
     shoal_pool_stats_t pool;
+    shoal_large_stats_t large;
     shoal_huge_stats_t huge;
-    shoal_heap_stats_t heaps;
+    struct rusage ru;
     shoal_pool_stats(&pool);
+    shoal_large_stats(&large);
     shoal_huge_stats(&huge);
-    shoal_heap_stats(&heaps);
-    st->version = ALLOC_STATS_VERSION;
+    shoal_heap_stats(heaps);
+    size_t size = st->size;
+    *st = (alloc_stats_t){ .size = size, .version = ALLOC_STATS_VERSION };
+    st->elapsed_ms = start_ms != 0 ? shoal_os_now_ms() - start_ms : 0;
+    fill_classes(st, heaps);
+    st->allocated += large.live_bytes + huge.live_bytes;
+    st->active = (pool.slots_claimed << SHOAL_SLOT_SHIFT) + huge.live_bytes;
+    st->committed = st->active + (pool.slots_dirty_free << SHOAL_SLOT_SHIFT) + huge.cached_bytes;
+    st->resident = read_resident();
     st->mapped = shoal_os_mapped();
-    st->committed = ((pool.slots_claimed + pool.slots_dirty_free) << SHOAL_SLOT_SHIFT) +
-                    huge.live_bytes + huge.cached_bytes;
-    st->resident = resident_bytes();
     st->purged = pool.purged_bytes;
+    st->active_peak = (pool.slots_claimed_peak << SHOAL_SLOT_SHIFT) + huge.live_bytes;
+    st->mapped_peak = shoal_os_mapped_peak();
     st->superpages = pool.superpages;
     st->pool_slots_used = pool.slots_claimed;
+    st->pool_slots_dirty = pool.slots_dirty_free;
     st->pool_claims = pool.claims;
     st->pool_releases = pool.releases;
+    st->large_requests = large.requests;
+    st->large_live = large.live;
+    st->large_live_bytes = large.live_bytes;
+    st->huge_requests = huge.requests;
     st->huge_live = huge.live;
     st->huge_live_bytes = huge.live_bytes;
     st->huge_cached = huge.cached;
-    st->heaps_live = heaps.live;
-    st->heaps_abandoned_pages = heaps.abandoned_pages;
-    st->heaps_created = heaps.created;
-    st->pages_adopted = heaps.adopted;
+    st->huge_cached_bytes = huge.cached_bytes;
+    st->heaps_live = heaps->live;
+    st->heaps_live_peak = heaps->live_peak;
+    st->heaps_created = heaps->created;
+    st->heaps_exited = heaps->exited;
+    st->heaps_abandoned_pages = heaps->abandoned_pages;
+    st->pages_adopted = heaps->adopted;
+    st->remote_frees = heaps->remote_frees;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        st->minor_faults = (uint64_t)ru.ru_minflt;
+        st->major_faults = (uint64_t)ru.ru_majflt;
+        st->resident_peak = (size_t)ru.ru_maxrss * 1024;
+    }
+    if (st->resident_peak < st->resident)      /* the kernel updates maxrss lazily */
+        st->resident_peak = st->resident;
+    st->dumps = atomic_load_explicit(&n_dumps, memory_order_relaxed);
+    st->dumps_skipped = atomic_load_explicit(&n_skipped, memory_order_relaxed);
     return 0;
 }
 
-static void report(int fd, bool json)
+/* ---- formatting ------------------------------------------------------- */
+
+typedef struct out_s {
+    char *buf;
+    size_t len, cap;
+} out_t;
+
+static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out_t *o, const char *fmt, ...)
 {
-    alloc_stats_t st = { .size = sizeof st };
-    char buf[2048];
-    size_t n;
-    alloc_stats_get(&st);
-    if (json)
-        n = shoal_format(buf, sizeof buf,
-                         "{\"version\":%u,\"mapped\":%zu,\"committed\":%zu,\"resident\":%zu,"
-                         "\"purged\":%zu,\"superpages\":%zu,\"pool_slots_used\":%zu,"
-                         "\"pool_claims\":%lu,\"pool_releases\":%lu,\"huge_live\":%zu,"
-                         "\"huge_live_bytes\":%zu,\"huge_cached\":%zu,\"heaps_live\":%zu,"
-                         "\"heaps_created\":%lu,\"abandoned_pages\":%zu,"
-                         "\"pages_adopted\":%lu}\n",
-                         st.version, st.mapped, st.committed, st.resident, st.purged,
-                         st.superpages, st.pool_slots_used, (unsigned long)st.pool_claims,
-                         (unsigned long)st.pool_releases, st.huge_live, st.huge_live_bytes,
-                         st.huge_cached, st.heaps_live, (unsigned long)st.heaps_created,
-                         st.heaps_abandoned_pages, (unsigned long)st.pages_adopted);
+    va_list ap;
+    va_start(ap, fmt);
+    o->len += shoal_vformat(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+}
+
+/* "12.3 MiB": one decimal, binary units. */
+static const char *human(char *b, size_t cap, size_t v)
+{
+    static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    unsigned u = 0;
+    size_t whole = v, tenth = 0;
+    while (whole >= 1024 && u < 4) {
+        tenth = (whole % 1024) * 10 / 1024;
+        whole /= 1024;
+        u++;
+    }
+    if (u == 0)
+        shoal_format(b, cap, "%zu B", v);
     else
-        n = shoal_format(buf, sizeof buf,
-                         "shoal statistics\n"
-                         "  mapped           %zu\n  committed        %zu\n"
-                         "  resident         %zu\n  purged           %zu\n"
-                         "  superpages       %zu\n  pool slots used  %zu\n"
-                         "  pool claims      %lu\n  pool releases    %lu\n"
-                         "  huge blocks      %zu (%zu bytes), %zu cached\n"
-                         "  heaps            %zu live, %lu created\n"
-                         "  abandoned pages  %zu, %lu adopted\n",
-                         st.mapped, st.committed, st.resident, st.purged, st.superpages,
-                         st.pool_slots_used, (unsigned long)st.pool_claims,
-                         (unsigned long)st.pool_releases, st.huge_live, st.huge_live_bytes,
-                         st.huge_cached, st.heaps_live, (unsigned long)st.heaps_created,
-                         st.heaps_abandoned_pages, (unsigned long)st.pages_adopted);
-    shoal_write_all(fd, buf, n);
+        shoal_format(b, cap, "%zu.%zu %s", whole, tenth, unit[u]);
+    return b;
+}
+
+/* a / b with two decimals, "-" when b is 0. */
+static const char *ratio(char *b, size_t cap, size_t a, size_t d)
+{
+    if (d == 0)
+        return shoal_format(b, cap, "-"), b;
+    uint64_t r = (uint64_t)((__uint128_t)a * 100 / d);
+    shoal_format(b, cap, "%lu.%lu%lu", (unsigned long)(r / 100),
+                 (unsigned long)(r / 10 % 10), (unsigned long)(r % 10));
+    return b;
+}
+
+static void text_report(out_t *o, const alloc_stats_t *s)
+{
+    char a[24], b[24], c[24];
+    put(o, "shoal %d.%d statistics, pid %d, %lu.%lu s since start\n", SHOAL_VERSION_MAJOR,
+        SHOAL_VERSION_MINOR, (int)getpid(), (unsigned long)(s->elapsed_ms / 1000),
+        (unsigned long)(s->elapsed_ms / 100 % 10));
+    put(o, "memory                 current         peak\n");
+    put(o, "  allocated      %12s\n", human(a, sizeof a, s->allocated));
+    put(o, "  active         %12s %12s\n", human(a, sizeof a, s->active),
+        human(b, sizeof b, s->active_peak));
+    put(o, "  resident       %12s %12s\n", human(a, sizeof a, s->resident),
+        human(b, sizeof b, s->resident_peak));
+    put(o, "  mapped         %12s %12s\n", human(a, sizeof a, s->mapped),
+        human(b, sizeof b, s->mapped_peak));
+    put(o, "  committed      %12s\n", human(a, sizeof a, s->committed));
+    put(o, "  purged (total) %12s\n", human(a, sizeof a, s->purged));
+    put(o, "fragmentation  active/allocated %s  resident/active %s  resident/allocated %s\n",
+        ratio(a, sizeof a, s->active, s->allocated), ratio(b, sizeof b, s->resident, s->active),
+        ratio(c, sizeof c, s->resident, s->allocated));
+    put(o, "pool           %zu superpages, %zu slots in use, %zu free awaiting purge, "
+           "%lu claims, %lu releases\n",
+        s->superpages, s->pool_slots_used, s->pool_slots_dirty,
+        (unsigned long)s->pool_claims, (unsigned long)s->pool_releases);
+    put(o, "large          %zu live (%s), %lu requests\n", s->large_live,
+        human(a, sizeof a, s->large_live_bytes), (unsigned long)s->large_requests);
+    put(o, "huge           %zu live (%s), %lu requests, %zu cached (%s)\n", s->huge_live,
+        human(a, sizeof a, s->huge_live_bytes), (unsigned long)s->huge_requests, s->huge_cached,
+        human(b, sizeof b, s->huge_cached_bytes));
+    put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
+           "%zu abandoned pages, %lu adopted, %lu remote frees\n",
+        s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
+        (unsigned long)s->heaps_exited, s->heaps_abandoned_pages,
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees);
+    put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
+        (unsigned long)s->major_faults);
+    put(o, "class   block      requests   live blocks     live bytes  pages\n");
+    for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
+        const alloc_class_stats_t *k = &s->classes[i];
+        if (k->requests == 0 && k->pages == 0)
+            continue;
+        put(o, "%5u %7zu %13lu %13zu %14s %6zu\n", i, k->block_size,
+            (unsigned long)k->requests, k->live_blocks, human(a, sizeof a, k->live_bytes),
+            k->pages);
+    }
+}
+
+static void json_report(out_t *o, const alloc_stats_t *s)
+{
+    char a[24], b[24], c[24];
+    put(o, "{\"shoal\":\"%d.%d\",\"version\":%u,\"pid\":%d,\"elapsed_ms\":%lu,",
+        SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR, s->version, (int)getpid(),
+        (unsigned long)s->elapsed_ms);
+    put(o, "\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
+           "\"committed\":%zu,\"purged\":%zu,",
+        s->allocated, s->active, s->resident, s->mapped, s->committed, s->purged);
+    put(o, "\"peak\":{\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,\"heaps\":%zu},",
+        s->active_peak, s->resident_peak, s->mapped_peak, s->heaps_live_peak);
+    put(o, "\"fragmentation\":{\"active_allocated\":%s,\"resident_active\":%s,"
+           "\"resident_allocated\":%s},",
+        s->allocated ? ratio(a, sizeof a, s->active, s->allocated) : "null",
+        s->active ? ratio(b, sizeof b, s->resident, s->active) : "null",
+        s->allocated ? ratio(c, sizeof c, s->resident, s->allocated) : "null");
+    put(o, "\"pool\":{\"superpages\":%zu,\"slots_used\":%zu,\"slots_dirty\":%zu,"
+           "\"claims\":%lu,\"releases\":%lu},",
+        s->superpages, s->pool_slots_used, s->pool_slots_dirty,
+        (unsigned long)s->pool_claims, (unsigned long)s->pool_releases);
+    put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu},",
+        (unsigned long)s->large_requests, s->large_live, s->large_live_bytes);
+    put(o, "\"huge\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"cached\":%zu,"
+           "\"cached_bytes\":%zu},",
+        (unsigned long)s->huge_requests, s->huge_live, s->huge_live_bytes, s->huge_cached,
+        s->huge_cached_bytes);
+    put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
+           "\"abandoned_pages\":%zu,\"pages_adopted\":%lu,\"remote_frees\":%lu},",
+        s->heaps_live, (unsigned long)s->heaps_created, (unsigned long)s->heaps_exited,
+        s->heaps_abandoned_pages, (unsigned long)s->pages_adopted,
+        (unsigned long)s->remote_frees);
+    put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
+        (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
+        (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);
+    put(o, "\"classes\":[");
+    const char *sep = "";
+    for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
+        const alloc_class_stats_t *k = &s->classes[i];
+        if (k->requests == 0 && k->pages == 0)
+            continue;
+        put(o, "%s{\"class\":%u,\"block_size\":%zu,\"requests\":%lu,\"live_blocks\":%zu,"
+               "\"live_bytes\":%zu,\"pages\":%zu}",
+            sep, i, k->block_size, (unsigned long)k->requests, k->live_blocks, k->live_bytes,
+            k->pages);
+        sep = ",";
+    }
+    put(o, "]}\n");
+}
+
+/* Format and write one report.  `wait`: an explicit call waits for a
+ * report in progress; a signal handler must not, and drops its dump. */
+static bool report(int fd, bool json, bool wait)
+{
+    while (atomic_flag_test_and_set_explicit(&dumping, memory_order_acquire)) {
+        if (!wait)
+            return false;
+        sched_yield();
+    }
+    out_t o = { report_buf, 0, sizeof report_buf };
+    report_stats.size = sizeof report_stats;
+    alloc_stats_get(&report_stats);
+    if (json)
+        json_report(&o, &report_stats);
+    else
+        text_report(&o, &report_stats);
+    shoal_write_all(fd, o.buf, o.len);
+    atomic_flag_clear_explicit(&dumping, memory_order_release);
+    return true;
 }
 
 void alloc_stats_print(int fd)
 {
-    report(fd, false);
+    report(fd, false, true);
 }
 
 void alloc_stats_print_json(int fd)
 {
-    report(fd, true);
+    report(fd, true, true);
+}
+
+/* ---- the signal dump and the report at exit --------------------------- */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (report(stats_fd, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, false))
+        atomic_fetch_add_explicit(&n_dumps, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&n_skipped, 1, memory_order_relaxed);
+}
+
+/* STATS_SIGNAL changed (or start-up): move our handler to the new signal.
+ * A signal the program handles already is left alone, with a warning. */
+static void apply_stats_signal(long sig)
+{
+    int old = atomic_exchange(&installed_signal, 0);
+    if (old != 0)
+        sigaction(old, &previous, NULL);
+    if (sig <= 0)
+        return;
+    struct sigaction cur, sa = { 0 };
+    if (sigaction((int)sig, NULL, &cur) != 0) {
+        shoal_warning("STATS_SIGNAL=%ld is not a signal shoal can handle", sig);
+        return;
+    }
+    if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)) {
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction((int)sig, &sa, &previous) == 0)
+            atomic_store(&installed_signal, (int)sig);
+        return;
+    }
+    shoal_warning("signal %ld already has a handler in this program; "
+                  "STATS_SIGNAL leaves it alone", sig);
+}
+
+__attribute__((constructor(101))) static void stats_start(void)
+{
+    shoal_process_init();
+    start_ms = shoal_os_now_ms();
+    const char *path = getenv("SHOAL_STATS_FILE");
+    if (path != NULL && *path != '\0') {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            stats_fd = fd;
+        else
+            shoal_warning("SHOAL_STATS_FILE=%s cannot be opened; reports go to stderr", path);
+    }
+    apply_stats_signal(shoal_opt(ALLOC_OPTION_STATS_SIGNAL));
+    shoal_option_on_change(ALLOC_OPTION_STATS_SIGNAL, apply_stats_signal);
+}
+
+__attribute__((destructor)) static void stats_exit(void)
+{
+    if (shoal_opt(ALLOC_OPTION_SHOW_STATS))
+        report(stats_fd, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, true);
 }

@@ -21,7 +21,8 @@ typedef struct cached_map_s {
 static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
 static cached_map_t cache[HUGE_CACHE];
 static unsigned cached;
-static _Atomic size_t live, live_bytes, cached_bytes;
+static _Atomic size_t live, live_bytes, cached_bytes, cached_maps;
+static _Atomic uint64_t requests;
 
 /* Where the block starts in a mapping, for an alignment. */
 static size_t user_offset(size_t align)
@@ -55,6 +56,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         cache[best] = cache[--cached];
         atomic_fetch_sub_explicit(&cached_bytes, *size, memory_order_relaxed);
     }
+    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     shoal_unlock(&cache_lock);
     return base;
 }
@@ -95,6 +97,7 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     size_t got;
+    atomic_fetch_add_explicit(&requests, 1, memory_order_relaxed);
     char *base = cache_take(size, base_align, &got);
     if (base != NULL)
         return map_block(base, got, align, zero ? n : 0, true);
@@ -144,6 +147,7 @@ void shoal_huge_free(shoal_huge_t *h)
     }
     cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
     atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed);
+    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     shoal_unlock(&cache_lock);
     if (evicted.base != NULL)
         shoal_os_release(evicted.base, evicted.size);
@@ -204,6 +208,7 @@ size_t shoal_huge_purge(bool force)
             i++;
         }
     }
+    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     shoal_unlock(&cache_lock);
     size_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -213,12 +218,21 @@ size_t shoal_huge_purge(bool force)
     return bytes;
 }
 
+void shoal_huge_fork_prepare(void)
+{
+    shoal_lock(&cache_lock);
+}
+
+void shoal_huge_fork_release(void)
+{
+    shoal_unlock(&cache_lock);
+}
+
 void shoal_huge_stats(shoal_huge_stats_t *st)
 {
+    st->requests = atomic_load_explicit(&requests, memory_order_relaxed);
     st->live = atomic_load_explicit(&live, memory_order_relaxed);
     st->live_bytes = atomic_load_explicit(&live_bytes, memory_order_relaxed);
     st->cached_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
-    shoal_lock(&cache_lock);
-    st->cached = cached;
-    shoal_unlock(&cache_lock);
+    st->cached = atomic_load_explicit(&cached_maps, memory_order_relaxed);
 }

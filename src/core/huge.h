@@ -38,8 +38,13 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t size);
  * them with force).  Returns the bytes unmapped. */
 size_t shoal_huge_purge(bool force);
 
+/* fork(): hold the cache lock across it, release it on both sides. */
+void shoal_huge_fork_prepare(void);
+void shoal_huge_fork_release(void);
+
 typedef struct shoal_huge_stats_s {
-    size_t live, live_bytes, cached, cached_bytes;
+    uint64_t requests;
+    size_t live, live_bytes, cached, cached_bytes;      /* mapping bytes */
 } shoal_huge_stats_t;
 void shoal_huge_stats(shoal_huge_stats_t *st);
 

@@ -16,6 +16,12 @@ void shoal_large_free(shoal_page_t *head);
  * the free slots after the block.  NULL if it cannot be done in place. */
 void *shoal_large_resize(shoal_page_t *head, size_t size);
 
+typedef struct shoal_large_stats_s {
+    uint64_t requests;
+    size_t live, live_bytes;    /* usable bytes */
+} shoal_large_stats_t;
+void shoal_large_stats(shoal_large_stats_t *st);
+
 static inline size_t shoal_large_usable(const shoal_page_t *head)
 {
     return SHOAL_SLOT_SIZE << head->order;

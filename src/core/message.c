@@ -2,6 +2,7 @@
 #include "message.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -35,6 +36,12 @@ size_t shoal_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
             continue;
         }
         f++;
+        bool left = *f == '-';
+        if (left)
+            f++;
+        size_t width = 0;
+        while (*f >= '0' && *f <= '9')
+            width = width * 10 + (size_t)(*f++ - '0');
         int is_long = 0;
         while (*f == 'l' || *f == 'z') {
             is_long = 1;
@@ -78,8 +85,13 @@ size_t shoal_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
                 f--;
             break;
         }
+        size_t pad = width > n ? width - n : 0;
+        for (; !left && pad > 0 && len + 1 < cap; pad--)
+            buf[len++] = ' ';
         for (size_t i = 0; i < n && len + 1 < cap; i++)
             buf[len++] = piece[i];
+        for (; pad > 0 && len + 1 < cap; pad--)
+            buf[len++] = ' ';
     }
     buf[len] = '\0';
     return len;

@@ -1,7 +1,7 @@
 /* message.h - one-line messages on stderr without malloc or stdio.
  *
  * A tiny formatter into a caller's buffer: %s %d %ld %u %lu %zu %x %lx
- * %p and %%.  It is async-signal-safe, so the statistics dump can use it
+ * %p and %%, with an optional width and '-' for left alignment.  It is async-signal-safe, so the statistics dump can use it
  * from a signal handler, and it never allocates, so the allocator can use
  * it while its own state is broken.
  */

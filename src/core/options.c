@@ -53,11 +53,22 @@ const char *shoal_option_name(alloc_option_t o)
     return known(o) ? options[o].name : NULL;
 }
 
+static void (*_Atomic on_change[ALLOC_OPTION_COUNT_])(long);
+
+void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
+{
+    if (known(o))
+        atomic_store_explicit(&on_change[o], fn, memory_order_release);
+}
+
 int alloc_option_set(alloc_option_t o, long value)
 {
     if (!known(o) || value < options[o].min || value > options[o].max)
         return EINVAL;
     atomic_store_explicit(&shoal_option_values[o], value, memory_order_relaxed);
+    void (*fn)(long) = atomic_load_explicit(&on_change[o], memory_order_acquire);
+    if (fn != NULL)
+        fn(value);
     return 0;
 }
 

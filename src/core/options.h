@@ -22,6 +22,10 @@ void shoal_options_init(void);
  * or EINVAL.  Exposed for the unit tests. */
 int shoal_option_parse(alloc_option_t o, const char *text, long *out);
 
+/* Have fn(value) called after alloc_option_set changes option o (a
+ * higher layer reacting to a setting, e.g. installing a signal handler). */
+void shoal_option_on_change(alloc_option_t o, void (*fn)(long value));
+
 /* The option's name without prefix ("PURGE_DELAY_MS"), or NULL. */
 const char *shoal_option_name(alloc_option_t o);
 

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include "chunk_map.h"
+#include "counter.h"
 #include "options.h"
 #include "sync.h"
 #include "../os/os.h"
@@ -30,6 +31,7 @@ static _Atomic uint64_t lazy_purged[SHOAL_MAX_SUPERPAGES];
 static shoal_lock_t grow_lock = SHOAL_LOCK_INIT;
 static shoal_lock_t purge_lock = SHOAL_LOCK_INIT;
 static _Atomic uint64_t n_claims, n_releases, n_purged_bytes;
+static _Atomic size_t slots_claimed, slots_claimed_peak;  /* the purger's excluded */
 
 /* Bit i of starts[k] is set iff a block of order k may start at slot i. */
 static const uint64_t starts[SHOAL_MAX_ORDER + 2] = {
@@ -125,6 +127,12 @@ out:
     return ok;
 }
 
+static void count_claimed(size_t n)
+{
+    shoal_peak_update(&slots_claimed_peak,
+                      atomic_fetch_add_explicit(&slots_claimed, n, memory_order_relaxed) + n);
+}
+
 bool shoal_pool_claim(unsigned order, shoal_span_t *out)
 {
     for (;;) {
@@ -148,6 +156,7 @@ bool shoal_pool_claim(unsigned order, shoal_span_t *out)
             if (out->zero && shoal_opt(ALLOC_OPTION_PREFAULT))
                 shoal_os_prefault(shoal_slot_addr(sp, slot), SHOAL_SLOT_SIZE << order);
             atomic_fetch_add_explicit(&n_claims, 1, memory_order_relaxed);
+            count_claimed(1u << order);
             return true;
         }
         if (!grow(n))
@@ -163,6 +172,7 @@ void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count)
     if (sp->index < atomic_load_explicit(&claim_hint, memory_order_relaxed))
         atomic_store_explicit(&claim_hint, sp->index, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&slots_claimed, count, memory_order_relaxed);
 }
 
 bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
@@ -181,6 +191,7 @@ bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
                                                     memory_order_relaxed));
     atomic_fetch_or_explicit(&sp->dirty, more, memory_order_relaxed);
     atomic_fetch_and_explicit(&lazy_purged[sp->index], ~more, memory_order_relaxed);
+    count_claimed((1u << new_order) - (1u << order));
     return true;
 }
 
@@ -245,17 +256,39 @@ size_t shoal_pool_purge(bool force)
     return bytes;
 }
 
+size_t shoal_pool_count(void)
+{
+    return atomic_load_explicit(&sp_count, memory_order_acquire);
+}
+
+shoal_superpage_t *shoal_pool_superpage(size_t i)
+{
+    return sp_table[i];
+}
+
+void shoal_pool_fork_prepare(void)
+{
+    shoal_lock(&grow_lock);
+    shoal_lock(&purge_lock);
+}
+
+void shoal_pool_fork_release(void)
+{
+    shoal_unlock(&purge_lock);
+    shoal_unlock(&grow_lock);
+}
+
 void shoal_pool_stats(shoal_pool_stats_t *st)
 {
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     st->superpages = n;
-    st->slots_claimed = 0;
+    st->slots_claimed = atomic_load_explicit(&slots_claimed, memory_order_relaxed);
+    st->slots_claimed_peak = atomic_load_explicit(&slots_claimed_peak, memory_order_relaxed);
     st->slots_dirty_free = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t occ = atomic_load_explicit(&sp_table[i]->occupied, memory_order_relaxed);
         uint64_t dirty = atomic_load_explicit(&sp_table[i]->dirty, memory_order_relaxed);
         uint64_t lazy = atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
-        st->slots_claimed += (size_t)__builtin_popcountll(occ) - 1;
         st->slots_dirty_free += (size_t)__builtin_popcountll(dirty & ~occ & ~lazy);
     }
     st->claims = atomic_load_explicit(&n_claims, memory_order_relaxed);

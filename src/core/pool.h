@@ -58,10 +58,18 @@ bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
  * purge is under way.  Returns the bytes purged. */
 size_t shoal_pool_purge(bool force);
 
+/* Superpage i of the registry, i < shoal_pool_count(). */
+size_t shoal_pool_count(void);
+shoal_superpage_t *shoal_pool_superpage(size_t i);
+
+/* fork(): hold the pool's locks across it, release them on both sides. */
+void shoal_pool_fork_prepare(void);
+void shoal_pool_fork_release(void);
+
 /* Pool figures for statistics. */
 typedef struct shoal_pool_stats_s {
     size_t superpages;
-    size_t slots_claimed;       /* slot 0 of each superpage excluded */
+    size_t slots_claimed, slots_claimed_peak;   /* headers (slot 0) excluded */
     size_t slots_dirty_free;    /* free but resident, waiting for the purger */
     uint64_t claims, releases, purged_bytes;
 } shoal_pool_stats_t;

@@ -12,7 +12,7 @@
 #define MADV_POPULATE_WRITE 23          /* Linux 5.14 */
 #endif
 
-static _Atomic size_t os_mapped;        /* bytes reserved, for stats */
+static _Atomic size_t os_mapped, os_mapped_peak;   /* bytes reserved, for stats */
 
 static void *map_anon(void *hint, size_t size)
 {
@@ -51,7 +51,12 @@ void *shoal_os_reserve(size_t size, size_t align)
             munmap(aligned + size, tail);
         p = aligned;
     }
-    atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed);
+    size_t now = atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed) + size;
+    size_t peak = atomic_load_explicit(&os_mapped_peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&os_mapped_peak, &peak, now,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
     errno = saved;
     return p;
 }
@@ -104,6 +109,11 @@ uint64_t shoal_os_now_ms(void)
 size_t shoal_os_mapped(void)
 {
     return atomic_load_explicit(&os_mapped, memory_order_relaxed);
+}
+
+size_t shoal_os_mapped_peak(void)
+{
+    return atomic_load_explicit(&os_mapped_peak, memory_order_relaxed);
 }
 
 void *shoal_os_remap(void *addr, size_t old_size, size_t new_size, void *new_addr)

@@ -40,6 +40,7 @@ uint64_t shoal_os_now_ms(void);
 
 /* Bytes currently mapped by shoal (reservations minus releases). */
 size_t shoal_os_mapped(void);
+size_t shoal_os_mapped_peak(void);
 
 /* Resize a reservation.  With new_addr NULL only in place; otherwise the
  * pages move (without copying) to new_addr, a reservation of new_size

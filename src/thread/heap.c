@@ -45,7 +45,9 @@ static ck_stack_t abandoned __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
 static _Atomic size_t abandoned_count;
 static _Atomic(shoal_heap_t *) all_heaps;
-static _Atomic size_t heaps_created, heaps_live;
+static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
+/* Frees by threads that never allocated (and so have no heap). */
+static _Atomic uint64_t orphan_frees[SHOAL_CLASSES];
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static char *area_next, *area_end;
@@ -57,7 +59,7 @@ static void thread_exit(void *arg);
 
 /* ---- process start-up ------------------------------------------------- */
 
-static void process_init(void)
+void shoal_process_init(void)
 {
     int expect = 0;
     if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
@@ -65,6 +67,7 @@ static void process_init(void)
     if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
         shoal_options_init();
         pthread_key_create(&exit_key, thread_exit);
+        shoal_fork_init();
         atomic_store_explicit(&init_state, 2, memory_order_release);
         return;
     }
@@ -183,6 +186,13 @@ static void take_notifications(shoal_heap_t *h)
 
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
 {
+    shoal_heap_t *me = shoal_tl_heap;
+    if (me != &shoal_empty_heap) {
+        shoal_count(&me->stats.frees[pg->size_class], 1);
+        shoal_count(&me->stats.remote_frees, 1);
+    } else if (SHOAL_STATS_ENABLED) {
+        atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
+    }
     if (!shoal_page_remote_push(pg, b))
         return;
     /* We took the FULL mark off: the owner must hear of it.  If the link is
@@ -238,6 +248,7 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
 static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
 {
     unsigned order = pg->order;
+    shoal_count(&h->stats.pages[pg->size_class], (uint64_t)-1);
     for (unsigned i = 0; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_FREE;
         pg[i].slot_offset = 0;
@@ -306,7 +317,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned max)
         queue_push_front(h, pg);
         n++;
     }
-    atomic_fetch_add_explicit(&h->pages_adopted, n, memory_order_relaxed);
+    shoal_count(&h->stats.pages_adopted, n);
     return n;
 }
 
@@ -342,6 +353,7 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
         return NULL;
     shoal_page_t *pg = shoal_span_head(&s);
     shoal_page_init(pg, cls, order, s.zero);
+    shoal_count(&h->stats.pages[cls], 1);
     atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
     shoal_page_extend(pg);
     queue_push_front(h, pg);
@@ -404,14 +416,15 @@ static shoal_heap_t *heap_new(void)
 
 static shoal_heap_t *heap_acquire(void)
 {
-    process_init();
+    shoal_process_init();
     shoal_heap_t *h = heap_new();
     if (h == NULL) {
         errno = ENOMEM;
         return NULL;
     }
     atomic_store_explicit(&h->live, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed);
+    shoal_peak_update(&heaps_live_peak,
+                      atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
     shoal_tl_heap = h;
     pthread_setspecific(exit_key, h);
     return h;
@@ -474,6 +487,7 @@ static void thread_exit(void *arg)
     heap_abandon(h);
     atomic_store_explicit(&h->live, 0, memory_order_relaxed);
     atomic_fetch_sub_explicit(&heaps_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heaps_exited, 1, memory_order_relaxed);
     shoal_tsan_release(h);
     ck_stack_push_mpmc(&free_heaps, &h->free_link);
     shoal_purge_tick();
@@ -507,13 +521,56 @@ void shoal_heap_collect(bool force)
     drain_cache(h);
 }
 
+void shoal_heap_fork_prepare(void)
+{
+    shoal_lock(&area_lock);
+}
+
+void shoal_heap_fork_parent(void)
+{
+    shoal_unlock(&area_lock);
+}
+
+void shoal_heap_fork_child(void)
+{
+    /* A remote free that was between its push and its notification when
+     * the parent forked left in_notify at 1, and its thread does not exist
+     * here.  The block is on the page's remote list already; only the
+     * notification is lost, which costs the child at most that page. */
+    size_t n = shoal_pool_count();
+    for (size_t i = 0; i < n; i++) {
+        shoal_superpage_t *sp = shoal_pool_superpage(i);
+        for (unsigned s = 1; s < SHOAL_SP_SLOTS; s++) {
+            uint8_t pushing = 1;
+            atomic_compare_exchange_strong_explicit(&sp->pages[s].in_notify, &pushing, 0,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed);
+        }
+    }
+    shoal_unlock(&area_lock);
+}
+
 void shoal_heap_stats(shoal_heap_stats_t *st)
 {
     st->live = atomic_load_explicit(&heaps_live, memory_order_relaxed);
+    st->live_peak = atomic_load_explicit(&heaps_live_peak, memory_order_relaxed);
     st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
+    st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
     st->abandoned_pages = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
-    st->adopted = 0;
+    st->adopted = st->remote_frees = 0;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        st->allocs[c] = st->pages[c] = 0;
+        st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
+    }
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all)
-        st->adopted += atomic_load_explicit(&h->pages_adopted, memory_order_relaxed);
+         h = h->next_all) {
+        shoal_heap_counters_t *k = &h->stats;
+        st->adopted += shoal_counter_read(&k->pages_adopted);
+        st->remote_frees += shoal_counter_read(&k->remote_frees);
+        for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+            st->allocs[c] += shoal_counter_read(&k->allocs[c]);
+            st->frees[c] += shoal_counter_read(&k->frees[c]);
+            st->pages[c] += shoal_counter_read(&k->pages[c]);
+        }
+    }
 }

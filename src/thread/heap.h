@@ -17,10 +17,22 @@
 #define SHOAL_HEAP_H
 
 #include <ck_stack.h>
+#include "../core/counter.h"
 #include "../core/pool.h"
 #include "../core/size_class.h"
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
+
+/* Per-heap statistics; only the owning thread writes them.  Pages are
+ * counted up where they are set up and down where they are released,
+ * possibly in another heap, so only the sum over heaps means anything. */
+typedef struct shoal_heap_counters_s {
+    shoal_counter_t allocs[SHOAL_CLASSES];      /* blocks handed out */
+    shoal_counter_t frees[SHOAL_CLASSES];       /* blocks freed by this thread */
+    shoal_counter_t pages[SHOAL_CLASSES];       /* pages set up minus released */
+    shoal_counter_t remote_frees;               /* frees into other heaps' pages */
+    shoal_counter_t pages_adopted;
+} shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path */
@@ -29,7 +41,7 @@ typedef struct shoal_heap_s {
     _Atomic(shoal_page_t *) notify;             /* full pages that got remote frees */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
-    _Atomic uint64_t pages_adopted;             /* statistics, owner writes */
+    shoal_heap_counters_t stats;
     struct shoal_heap_s *next_all;              /* every heap ever made */
     ck_stack_entry_t free_link;                 /* on the stack of unused heaps */
     _Atomic int live;                           /* owned by a thread now */
@@ -55,10 +67,24 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b);
  * (the calling thread's heap only; `force` adopts every abandoned page). */
 void shoal_heap_collect(bool force);
 
+/* Read the options and register the thread-exit and fork handlers, once;
+ * the first allocation does it, and so may anything else that needs it. */
+void shoal_process_init(void);
+
+/* Register the fork handlers (fork.c); called once at start-up. */
+void shoal_fork_init(void);
+
+/* fork(): hold the heap layer's lock across it; in the child, also
+ * undo what threads that do not exist there left half done. */
+void shoal_heap_fork_prepare(void);
+void shoal_heap_fork_parent(void);
+void shoal_heap_fork_child(void);
+
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
-    size_t live, created, abandoned_pages;
-    uint64_t adopted;
+    size_t live, live_peak, created, exited, abandoned_pages;
+    uint64_t adopted, remote_frees;
+    uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);
 

@@ -1,0 +1,49 @@
+/* counter.h - statistics counters that cost (almost) nothing.
+ *
+ * A counter has one writer, the thread that owns it, so an update is a
+ * plain load and store (no locked instruction), done through relaxed
+ * atomics so that a reader on another thread - alloc_stats_get, or the
+ * statistics signal handler - may read it at any time and sees a recent
+ * value.  Counters that several threads update use atomic_fetch_add and
+ * live on slow paths only.  Building with SHOAL_STATS_ENABLED=0 compiles
+ * the single-writer updates out.
+ */
+#ifndef SHOAL_COUNTER_H
+#define SHOAL_COUNTER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#ifndef SHOAL_STATS_ENABLED
+#define SHOAL_STATS_ENABLED 1
+#endif
+
+typedef _Atomic uint64_t shoal_counter_t;
+
+static inline void shoal_count(shoal_counter_t *c, uint64_t n)
+{
+#if SHOAL_STATS_ENABLED
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+#else
+    (void)c;
+    (void)n;
+#endif
+}
+
+static inline uint64_t shoal_counter_read(shoal_counter_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Raise *peak to v if v is higher (any thread). */
+static inline void shoal_peak_update(_Atomic size_t *peak, size_t v)
+{
+    size_t cur = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > cur &&
+           !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+#endif

@@ -1,0 +1,42 @@
+/* fork.c - keep the allocator usable in the child of a multi-threaded
+ * fork.
+ *
+ * Most of shoal is lock-free and every atomic word is consistent at any
+ * instant, so fork only has to worry about the few locks (pool growth and
+ * purge, huge cache, heap area): the prepare handler takes them all, in
+ * one fixed order, so no other thread holds one at the moment of the
+ * fork, and both sides release them afterwards.  The child inherits the
+ * forking thread's heap and can free any block it inherited.  Heaps of
+ * the parent's other threads stay in the child unowned; their blocks can
+ * still be freed there (as remote frees).
+ */
+#include <pthread.h>
+#include "heap.h"
+#include "../core/huge.h"
+#include "../core/pool.h"
+
+static void prepare(void)
+{
+    shoal_heap_fork_prepare();
+    shoal_huge_fork_prepare();
+    shoal_pool_fork_prepare();
+}
+
+static void parent(void)
+{
+    shoal_pool_fork_release();
+    shoal_huge_fork_release();
+    shoal_heap_fork_parent();
+}
+
+static void child(void)
+{
+    shoal_pool_fork_release();
+    shoal_huge_fork_release();
+    shoal_heap_fork_child();
+}
+
+void shoal_fork_init(void)
+{
+    pthread_atfork(prepare, parent, child);
+}

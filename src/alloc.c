@@ -18,6 +18,7 @@
 #include "core/large.h"
 #include "core/purge.h"
 #include "core/message.h"
+#include "core/options.h"
 #include "thread/heap.h"
 
 static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
@@ -40,14 +41,10 @@ static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
     return b;
 }
 
-/* Everything that is not a fast path: first use, empty page, aligned,
- * large and huge requests, and the size check. */
-static void *alloc_generic(size_t n, size_t align, bool zero)
+static void *alloc_tier(size_t n, size_t align, bool zero)
 {
-    if (shoal_unlikely(n > SHOAL_MAX_REQUEST)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (align <= SHOAL_ALIGN && shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN))
+        align = SHOAL_CACHE_LINE;
     unsigned cls = align <= SHOAL_ALIGN
                        ? (n <= SHOAL_MEDIUM_MAX ? shoal_size_to_class(n) : SHOAL_CLASSES)
                        : shoal_class_for_aligned(n, align);
@@ -61,6 +58,29 @@ static void *alloc_generic(size_t n, size_t align, bool zero)
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_large_alloc(n, align, zero);
     return shoal_huge_alloc(n, align, zero);
+}
+
+/* Everything that is not a fast path: first use, empty page, aligned,
+ * large and huge requests, the size check, and the purger's start.
+ * With CACHELINE_ALIGN set, pages of classes that are not multiples of
+ * 64 bytes are never made, so such requests always come here. */
+static void *alloc_generic(size_t n, size_t align, bool zero)
+{
+    if (shoal_unlikely(n > SHOAL_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    shoal_process_init();               /* options before the first block */
+    void *p = alloc_tier(n, align, zero);
+    if (shoal_unlikely(p == NULL)) {
+        /* Under MAX_MEMORY, cached huge mappings may be what is in the
+         * way: drop them and try once more. */
+        size_t waiting = 0;
+        if (shoal_huge_purge(true, &waiting) != 0)
+            p = alloc_tier(n, align, zero);
+    }
+    shoal_purger_start();
+    return p;
 }
 
 void *alloc_malloc(size_t n)
@@ -117,6 +137,7 @@ static void free_generic(void *p, enum shoal_chunk_kind k, const char *fn)
         shoal_page_t *pg = span_of(p);
         if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
             shoal_large_free(pg);
+            shoal_purger_start();
             return;
         }
         shoal_fault(fn, p, pg->kind == SHOAL_SLOT_LARGE
@@ -128,6 +149,7 @@ static void free_generic(void *p, enum shoal_chunk_kind k, const char *fn)
         shoal_huge_t *h = shoal_huge_of(p, k);
         if (h != NULL) {
             shoal_huge_free(h);
+            shoal_purger_start();
             return;
         }
     }
@@ -148,8 +170,10 @@ void alloc_free(void *p)
                 b->next = pg->local_free;
                 pg->local_free = b;
                 shoal_count(&h->stats.frees[pg->size_class], 1);
-                if (shoal_unlikely(--pg->used == 0 || pg->in_full))
+                if (shoal_unlikely(--pg->used == 0 || pg->in_full)) {
                     shoal_heap_page_freed(h, pg);
+                    shoal_purger_start();
+                }
                 return;
             }
             shoal_heap_remote_free(pg, b);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "layout.h"
 #include "options.h"
+#include "purge.h"
 #include "sync.h"
 #include "../os/os.h"
 
@@ -101,8 +102,9 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     char *base = cache_take(size, base_align, &got);
     if (base != NULL)
         return map_block(base, got, align, zero ? n : 0, true);
+    size_t unused;
     if (!within_limit(size))
-        shoal_huge_purge(true);
+        shoal_huge_purge(true, &unused);
     base = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
     if (base == NULL) {
         errno = ENOMEM;
@@ -151,6 +153,7 @@ void shoal_huge_free(shoal_huge_t *h)
     shoal_unlock(&cache_lock);
     if (evicted.base != NULL)
         shoal_os_release(evicted.base, evicted.size);
+    shoal_purge_note_free();
 }
 
 void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
@@ -190,7 +193,7 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     return map_block(base, size, align, 0, false);
 }
 
-size_t shoal_huge_purge(bool force)
+size_t shoal_huge_purge(bool force, size_t *waiting)
 {
     cached_map_t out[HUGE_CACHE];
     unsigned n = 0;
@@ -209,6 +212,7 @@ size_t shoal_huge_purge(bool force)
         }
     }
     atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
+    *waiting += cached;
     shoal_unlock(&cache_lock);
     size_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {

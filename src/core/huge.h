@@ -35,8 +35,9 @@ void shoal_huge_free(shoal_huge_t *h);
 void *shoal_huge_realloc(shoal_huge_t *h, size_t size);
 
 /* Unmap cached mappings freed longer than PURGE_DELAY_MS ago (all of
- * them with force).  Returns the bytes unmapped. */
-size_t shoal_huge_purge(bool force);
+ * them with force).  Returns the bytes unmapped, and adds to *waiting
+ * the mappings still cached. */
+size_t shoal_huge_purge(bool force, size_t *waiting);
 
 /* fork(): hold the cache lock across it, release it on both sides. */
 void shoal_huge_fork_prepare(void);

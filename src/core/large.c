@@ -39,7 +39,7 @@ void shoal_large_free(shoal_page_t *head)
     atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&live_bytes, shoal_large_usable(head), memory_order_relaxed);
     shoal_pool_release(sp, (unsigned)(head - sp->pages), 1u << head->order);
-    shoal_purge_tick();
+    shoal_purge_note_free();
 }
 
 void *shoal_large_resize(shoal_page_t *head, size_t n)

@@ -1,9 +1,10 @@
 /* options.c - the option table, alloc_option_set/get and SHOAL_* parsing.
  *
- * Every option can change at run time: each is read where it is used,
- * with one relaxed load, so a new value applies to the next operation
- * that consults it (new superpages for HUGE_PAGES, new blocks for
- * PREFAULT and CACHELINE_ALIGN, the next purge for PURGE_*).
+ * Options are read where they are used, with one relaxed load, so a new
+ * value applies to the next operation that consults it (new superpages
+ * for HUGE_PAGES, new blocks for PREFAULT, the next purge for PURGE_*).
+ * CACHELINE_ALIGN is the exception: it decides which pages blocks come
+ * from, so it can only change before the first allocation (EBUSY after).
  */
 #include "options.h"
 
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "message.h"
+#include "pool.h"
 
 enum value_kind { V_BOOL, V_NUMBER, V_SIGNAL, V_WORD };
 
@@ -65,6 +67,10 @@ int alloc_option_set(alloc_option_t o, long value)
 {
     if (!known(o) || value < options[o].min || value > options[o].max)
         return EINVAL;
+    /* Blocks already handed out keep their alignment: this one can only
+     * be chosen before the first allocation. */
+    if (o == ALLOC_OPTION_CACHELINE_ALIGN && value != shoal_opt(o) && shoal_pool_count() != 0)
+        return EBUSY;
     atomic_store_explicit(&shoal_option_values[o], value, memory_order_relaxed);
     void (*fn)(long) = atomic_load_explicit(&on_change[o], memory_order_acquire);
     if (fn != NULL)

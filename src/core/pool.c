@@ -211,7 +211,7 @@ static uint64_t claim_free_bits(shoal_superpage_t *sp, uint64_t want)
     return got;
 }
 
-static size_t purge_superpage(size_t i, bool force, bool lazy)
+static size_t purge_superpage(size_t i, bool force, bool lazy, size_t *waiting)
 {
     shoal_superpage_t *sp = sp_table[i];
     uint64_t cand = atomic_load_explicit(&sp->dirty, memory_order_relaxed) &
@@ -219,6 +219,7 @@ static size_t purge_superpage(size_t i, bool force, bool lazy)
                     ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
     uint64_t ready = force ? cand : cand & sp->purge_mark;
     sp->purge_mark = cand & ~ready;
+    *waiting += (size_t)__builtin_popcountll(sp->purge_mark);
     uint64_t got = ready ? claim_free_bits(sp, ready) : 0;
     if (got == 0)
         return 0;
@@ -241,16 +242,18 @@ static size_t purge_superpage(size_t i, bool force, bool lazy)
     return (size_t)__builtin_popcountll(got) << SHOAL_SLOT_SHIFT;
 }
 
-size_t shoal_pool_purge(bool force)
+size_t shoal_pool_purge(bool force, size_t *waiting)
 {
-    if (!ck_spinlock_fas_trylock(&purge_lock))
+    if (!ck_spinlock_fas_trylock(&purge_lock)) {
+        *waiting += 1;          /* someone else's pass; ours comes later */
         return 0;
+    }
     shoal_tsan_acquire(&purge_lock);
     bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE;
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        bytes += purge_superpage(i, force, lazy);
+        bytes += purge_superpage(i, force, lazy, waiting);
     atomic_fetch_add_explicit(&n_purged_bytes, bytes, memory_order_relaxed);
     shoal_unlock(&purge_lock);
     return bytes;

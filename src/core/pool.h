@@ -55,8 +55,9 @@ bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
 
 /* Purge free dirty slots: with `force` all of them now, otherwise those
  * that were already free at the previous pass.  Runs only if no other
- * purge is under way.  Returns the bytes purged. */
-size_t shoal_pool_purge(bool force);
+ * purge is under way.  Returns the bytes purged, and adds to *waiting the
+ * slots it left for the next pass. */
+size_t shoal_pool_purge(bool force, size_t *waiting);
 
 /* Superpage i of the registry, i < shoal_pool_count(). */
 size_t shoal_pool_count(void);

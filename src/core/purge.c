@@ -8,10 +8,29 @@
 #include "../os/os.h"
 
 static _Atomic uint64_t next_pass_ms;
+static _Atomic bool pending;
+static void (*_Atomic waker)(void);
+
+void shoal_purge_set_waker(void (*wake)(void))
+{
+    atomic_store_explicit(&waker, wake, memory_order_release);
+}
+
+bool shoal_purge_pending(void)
+{
+    return atomic_load_explicit(&pending, memory_order_relaxed);
+}
 
 size_t shoal_purge_now(bool force)
 {
-    return shoal_pool_purge(force) + shoal_huge_purge(force);
+    /* Clear first: memory freed while the pass runs sets it again, so no
+     * work is forgotten; what the pass leaves for later sets it too. */
+    atomic_store_explicit(&pending, false, memory_order_relaxed);
+    size_t waiting = 0;
+    size_t bytes = shoal_pool_purge(force, &waiting) + shoal_huge_purge(force, &waiting);
+    if (waiting != 0)
+        atomic_store_explicit(&pending, true, memory_order_relaxed);
+    return bytes;
 }
 
 void shoal_purge_tick(void)
@@ -28,4 +47,14 @@ void shoal_purge_tick(void)
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
     shoal_purge_now(delay == 0);
+}
+
+void shoal_purge_note_free(void)
+{
+    if (!atomic_exchange_explicit(&pending, true, memory_order_relaxed)) {
+        void (*wake)(void) = atomic_load_explicit(&waker, memory_order_acquire);
+        if (wake != NULL)
+            wake();
+    }
+    shoal_purge_tick();
 }

@@ -4,6 +4,11 @@
  * stayed free for PURGE_DELAY_MS (at once when it is 0, never when it is
  * -1).  The pool purger works in passes: a slot free at two passes in a
  * row is purged at the second, so it waits between one and two delays.
+ *
+ * Passes run on slow paths when one is due (shoal_purge_tick), and from
+ * the thread layer's background purger, which this module wakes when
+ * memory becomes purgeable, so memory also comes back from a process
+ * that has gone idle.
  */
 #ifndef SHOAL_PURGE_H
 #define SHOAL_PURGE_H
@@ -11,11 +16,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Called from slow paths: runs a pass if a delay has passed since the
- * last one.  Cheap when it has not (one clock read and one load). */
+/* Memory became free that a later pass may purge: marks work pending
+ * (waking the purger when it was not) and runs a pass if one is due. */
+void shoal_purge_note_free(void);
+
+/* Run a pass if a delay has passed since the last one.  Cheap when it has
+ * not: one clock read and one load. */
 void shoal_purge_tick(void);
 
-/* Purge now: with `force` everything free, whatever its age. */
+/* A pass now: with `force` everything free, whatever its age.  Returns
+ * the bytes purged. */
 size_t shoal_purge_now(bool force);
+
+/* Whether free memory is waiting for a pass. */
+bool shoal_purge_pending(void);
+
+/* The thread layer's wake-up for its purger (called when work appears). */
+void shoal_purge_set_waker(void (*wake)(void));
 
 #endif

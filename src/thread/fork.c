@@ -34,6 +34,7 @@ static void child(void)
     shoal_pool_fork_release();
     shoal_huge_fork_release();
     shoal_heap_fork_child();
+    shoal_purger_fork_child();
 }
 
 void shoal_fork_init(void)

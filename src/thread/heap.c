@@ -68,6 +68,7 @@ void shoal_process_init(void)
         shoal_options_init();
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
+        shoal_purger_init();
         atomic_store_explicit(&init_state, 2, memory_order_release);
         return;
     }
@@ -261,7 +262,7 @@ static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
         return;
     }
     shoal_pool_release(sp, slot, 1u << order);
-    shoal_purge_tick();
+    shoal_purge_note_free();
 }
 
 static void drain_cache(shoal_heap_t *h)
@@ -490,7 +491,8 @@ static void thread_exit(void *arg)
     atomic_fetch_add_explicit(&heaps_exited, 1, memory_order_relaxed);
     shoal_tsan_release(h);
     ck_stack_push_mpmc(&free_heaps, &h->free_link);
-    shoal_purge_tick();
+    shoal_purge_note_free();
+    shoal_purger_start();
 }
 
 void shoal_heap_collect(bool force)

@@ -71,6 +71,13 @@ void shoal_heap_collect(bool force);
  * the first allocation does it, and so may anything else that needs it. */
 void shoal_process_init(void);
 
+/* The background purger (purger.c): init registers its wake-up with the
+ * purge clock; start runs it if memory is waiting and it is not running
+ * (cheap when it is); fork_child forgets the thread the child lacks. */
+void shoal_purger_init(void);
+void shoal_purger_start(void);
+void shoal_purger_fork_child(void);
+
 /* Register the fork handlers (fork.c); called once at start-up. */
 void shoal_fork_init(void);
 

@@ -130,6 +130,14 @@ static void emit(const char *prefix, const char *fmt, va_list ap)
     shoal_write_all(2, line, n);
 }
 
+void shoal_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit("shoal: ", fmt, ap);
+    va_end(ap);
+}
+
 void shoal_warning(const char *fmt, ...)
 {
     va_list ap;

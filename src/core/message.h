@@ -19,6 +19,9 @@ size_t shoal_format(char *buf, size_t cap, const char *fmt, ...)
 /* Write all of buf to fd, retrying on EINTR and short writes. */
 void shoal_write_all(int fd, const char *buf, size_t len);
 
+/* "shoal: ..." on stderr (what VERBOSE shows). */
+void shoal_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* "shoal: warning: ..." on stderr. */
 void shoal_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

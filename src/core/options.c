@@ -200,4 +200,12 @@ void shoal_options_init(void)
             shoal_warning("%s=%s is not a valid value; keeping %ld",
                           var, text, shoal_opt((alloc_option_t)o));
     }
+    if (shoal_opt(ALLOC_OPTION_VERBOSE)) {
+        char line[512];
+        size_t n = 0;
+        for (int o = 0; o < ALLOC_OPTION_COUNT_; o++)
+            n += shoal_format(line + n, sizeof line - n, " %s=%ld", options[o].name,
+                              shoal_opt((alloc_option_t)o));
+        shoal_info("options:%s", line);
+    }
 }

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include "chunk_map.h"
 #include "counter.h"
+#include "message.h"
 #include "options.h"
 #include "sync.h"
 #include "../os/os.h"
@@ -106,6 +107,9 @@ static bool grow(size_t seen)
         (max == 0 || shoal_os_mapped() + SHOAL_SP_SIZE <= (size_t)max))
         sp = shoal_os_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE);
     if (sp == NULL) {
+        if (shoal_opt(ALLOC_OPTION_VERBOSE))
+            shoal_warning("no memory for another superpage (%zu mapped, MAX_MEMORY %ld)",
+                          shoal_os_mapped(), max);
         errno = ENOMEM;
         ok = false;
         goto out;
@@ -211,12 +215,19 @@ static uint64_t claim_free_bits(shoal_superpage_t *sp, uint64_t want)
     return got;
 }
 
-static size_t purge_superpage(size_t i, bool force, bool lazy, size_t *waiting)
+static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t *waiting)
 {
     shoal_superpage_t *sp = sp_table[i];
-    uint64_t cand = atomic_load_explicit(&sp->dirty, memory_order_relaxed) &
-                    ~atomic_load_explicit(&sp->occupied, memory_order_relaxed) &
-                    ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
+    uint64_t dirty = atomic_load_explicit(&sp->dirty, memory_order_relaxed);
+    uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
+    uint64_t cand = dirty & ~occ & ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
+    if (huge) {
+        /* Purging part of a transparent huge page splits it: only a
+         * wholly free 2 MiB half goes, in one piece.  (The lower half
+         * holds the header, so it stays.) */
+        const uint64_t upper = ~(uint64_t)0 << (SHOAL_SP_SLOTS / 2);
+        cand = (occ & upper) == 0 && (cand & upper) != 0 ? upper : 0;
+    }
     uint64_t ready = force ? cand : cand & sp->purge_mark;
     sp->purge_mark = cand & ~ready;
     *waiting += (size_t)__builtin_popcountll(sp->purge_mark);
@@ -250,10 +261,11 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
     }
     shoal_tsan_acquire(&purge_lock);
     bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE;
+    bool huge = shoal_opt(ALLOC_OPTION_HUGE_PAGES) != 0;
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        bytes += purge_superpage(i, force, lazy, waiting);
+        bytes += purge_superpage(i, force, lazy, huge, waiting);
     atomic_fetch_add_explicit(&n_purged_bytes, bytes, memory_order_relaxed);
     shoal_unlock(&purge_lock);
     return bytes;

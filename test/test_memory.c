@@ -1,0 +1,302 @@
+/* Memory return and limits: RSS comes back after the purge delay (and
+ * not with PURGE_DELAY_MS=-1), prefault saves the faults of first touch,
+ * MAX_MEMORY and RLIMIT_AS end in ENOMEM and recover, and the number of
+ * kernel mappings stays small under load.  Fault counts and RSS are
+ * counts, not timings, so they can be asserted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "shoal.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+static size_t rss_bytes(void)
+{
+    char buf[128];
+    unsigned long size = 0, resident = 0;
+    int fd = open("/proc/self/statm", O_RDONLY);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    sscanf(buf, "%lu %lu", &size, &resident);
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* ---- RSS return ------------------------------------------------------- */
+
+#define HALF_MB 256             /* each of two threads touches this many MiB */
+
+typedef struct load_s {
+    void **blocks;
+    size_t count;
+} load_t;
+
+/* Mixed sizes, every byte touched, until HALF_MB MiB are live.  Sizes
+ * stay in the pool (up to 1.5 MiB): huge mappings beyond the last few
+ * freed are unmapped at once whatever the purge delay, which would make
+ * the PURGE_DELAY_MS=-1 case meaningless. */
+static void *fill(void *arg)
+{
+    load_t *l = arg;
+    size_t total = 0, i = 0;
+    static const size_t sizes[] = { 24, 100, 700, 3000, 12000, 50000, 300000, 1536u << 10 };
+    while (total < (size_t)HALF_MB << 20) {
+        size_t n = sizes[i % 8];
+        char *p = alloc_malloc(n);
+        assert_non_null(p);
+        memset(p, (int)(i & 0xff), n);
+        l->blocks[i++] = p;
+        total += n;
+    }
+    l->count = i;
+    return NULL;
+}
+
+static void free_all(load_t *l)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        unsigned char *p = l->blocks[i];
+        assert_int_equal(p[0], (unsigned char)(i & 0xff));
+        alloc_free(p);
+    }
+}
+
+/* Two threads fill 512 MiB, the main thread frees it all, then idles
+ * past the delay.  Returns RSS growth left (bytes) over the start. */
+static long fill_free_idle(long delay_ms)
+{
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay_ms), 0);
+    static void *a[1 << 20], *b[1 << 20];
+    load_t la = { a, 0 }, lb = { b, 0 };
+    size_t start = rss_bytes();
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, fill, &la);
+    pthread_create(&t2, NULL, fill, &lb);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    size_t full = rss_bytes();
+    assert_true(full > start + ((size_t)HALF_MB << 20));       /* it was really touched */
+    free_all(&la);
+    free_all(&lb);
+    /* Idle: no allocator call at all, several delays long. */
+    usleep(delay_ms > 0 ? (useconds_t)delay_ms * 1000 * 10 + 200000 : 300000);
+    size_t end = rss_bytes();
+    print_message("delay %ld ms: RSS start %zu MiB, full %zu MiB, idle %zu MiB\n", delay_ms,
+                  start >> 20, full >> 20, end >> 20);
+    return (long)end - (long)start;
+}
+
+static void test_rss_returns_after_delay(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip();             /* TSan's shadow memory would dominate RSS */
+#endif
+    long left = fill_free_idle(50);
+    /* Within 10% of the 512 MiB load (and of where it started). */
+    assert_true(left < (long)((2 * HALF_MB) << 20) / 10);
+}
+
+static void test_rss_stays_with_purge_off(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip();
+#endif
+    long left = fill_free_idle(-1);
+    assert_true(left > (long)(HALF_MB << 20));
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 10);
+    alloc_collect(true);
+}
+
+/* ---- prefault --------------------------------------------------------- */
+
+static long touch_faults(bool prefault, void **blocks, int n)
+{
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PREFAULT, prefault), 0);
+    for (int i = 0; i < n; i++)
+        assert_non_null(blocks[i] = alloc_malloc(1 << 20));
+    long before = minor_faults();
+    for (int i = 0; i < n; i++)
+        memset(blocks[i], 0x5a, 1 << 20);
+    long faults = minor_faults() - before;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[(1 << 20) - 1], 0x5a);
+        alloc_free(blocks[i]);
+    }
+    alloc_collect(true);        /* purged: the next round starts from cold memory */
+    return faults;
+}
+
+static void test_prefault_saves_faults(void **state)
+{
+    (void)state;
+    enum { N = 256 };           /* 256 MiB in 1 MiB blocks */
+    static void *blocks[N];
+    alloc_collect(true);
+    long off = touch_faults(false, blocks, N);
+    long on = touch_faults(true, blocks, N);
+    alloc_option_set(ALLOC_OPTION_PREFAULT, 0);
+    print_message("faults while touching 256 MiB: prefault off %ld, on %ld\n", off, on);
+    assert_true(off >= 256 * 256 / 2);          /* about one per 4 KiB page */
+    assert_true(on * 8 < off);
+}
+
+/* ---- MAX_MEMORY ------------------------------------------------------- */
+
+static int fill_to_limit(void **blocks, int max)
+{
+    int n = 0;
+    errno = 0;
+    while (n < max && (blocks[n] = alloc_malloc(1 << 20)) != NULL) {
+        memset(blocks[n], n & 0xff, 1 << 20);
+        n++;
+    }
+    assert_true(n < max);
+    assert_int_equal(errno, ENOMEM);
+    return n;
+}
+
+static void test_max_memory(void **state)
+{
+    (void)state;
+    enum { MAX = 4096 };
+    static void *blocks[MAX];
+    alloc_stats_t st = { .size = sizeof st };
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    long limit = (long)st.mapped + (64L << 20);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
+    assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), limit);
+    errno = 0;
+    assert_null(alloc_malloc(128u << 20));       /* a huge block beyond the limit */
+    assert_int_equal(errno, ENOMEM);
+    int first = fill_to_limit(blocks, MAX);
+    assert_true(first >= 32);
+    for (int i = 0; i < first; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[12345], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    int second = fill_to_limit(blocks, MAX);    /* freed memory is usable again */
+    assert_true(second >= first - 1);
+    for (int i = 0; i < second; i++)
+        alloc_free(blocks[i]);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+    void *p = alloc_malloc(128u << 20);
+    assert_non_null(p);
+    alloc_free(p);
+}
+
+/* ---- RLIMIT_AS -------------------------------------------------------- */
+
+static void test_rlimit_as(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip();             /* TSan reserves terabytes of shadow address space */
+#endif
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl;
+        size_t vm = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f == NULL || fscanf(f, "%zu", &vm) != 1)
+            _exit(2);
+        fclose(f);
+        rl.rlim_cur = rl.rlim_max = vm * 4096 + (256u << 20);
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(3);
+        static void *blocks[65536];
+        int n = 0, m = 0;
+        errno = 0;
+        while (n < 65536 && (blocks[n] = alloc_malloc(100000)) != NULL)
+            memset(blocks[n++], 1, 100000);
+        if (n == 65536 || errno != ENOMEM)
+            _exit(4);
+        for (int i = 0; i < n; i++)
+            alloc_free(blocks[i]);
+        while (m < n && (blocks[m] = alloc_malloc(100000)) != NULL)
+            m++;
+        _exit(m >= n - 1 ? 0 : 5);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* ---- kernel mappings -------------------------------------------------- */
+
+static int count_maps(void)
+{
+    char line[512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (fgets(line, sizeof line, f) != NULL)
+        n++;
+    fclose(f);
+    return n;
+}
+
+static void test_few_mappings(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip();             /* TSan adds shadow mappings for every new range */
+#endif
+    enum { N = 20000 };
+    static void *blocks[N];
+    int before = count_maps();
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            size_t n = (size_t)((i * 7919) % 200000) + 1;
+            assert_non_null(blocks[i] = alloc_malloc(n));
+            ((char *)blocks[i])[n - 1] = 1;
+        }
+        for (int i = 0; i < N; i += 2)
+            alloc_free(blocks[i]);
+        alloc_collect(false);
+        for (int i = 1; i < N; i += 2)
+            alloc_free(blocks[i]);
+    }
+    int after = count_maps();
+    print_message("kernel mappings: %d before, %d after\n", before, after);
+    assert_true(after < before + 32);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rss_returns_after_delay),
+        cmocka_unit_test(test_rss_stays_with_purge_off),
+        cmocka_unit_test(test_prefault_saves_faults),
+        cmocka_unit_test(test_max_memory),
+        cmocka_unit_test(test_rlimit_as),
+        cmocka_unit_test(test_few_mappings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -15,28 +15,31 @@
 extern "C" {
 #endif
 
+/* shoal builds with hidden visibility; this is what it exports. */
+#define SHOAL_API __attribute__((visibility("default")))
+
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
 
 /* The malloc family.  Semantics are C11/POSIX: sizes above PTRDIFF_MAX
  * and overflowing products give NULL with errno ENOMEM, alloc_malloc(0)
  * gives a unique pointer, a failed realloc leaves the block untouched. */
-void *alloc_malloc(size_t size);
-void *alloc_calloc(size_t count, size_t size);
-void *alloc_realloc(void *ptr, size_t size);
-void *alloc_reallocarray(void *ptr, size_t count, size_t size);
-void  alloc_free(void *ptr);
+SHOAL_API void *alloc_malloc(size_t size);
+SHOAL_API void *alloc_calloc(size_t count, size_t size);
+SHOAL_API void *alloc_realloc(void *ptr, size_t size);
+SHOAL_API void *alloc_reallocarray(void *ptr, size_t count, size_t size);
+SHOAL_API void  alloc_free(void *ptr);
 /* Free with the size the block was requested with (checked). */
-void  alloc_free_sized(void *ptr, size_t size);
+SHOAL_API void  alloc_free_sized(void *ptr, size_t size);
 /* `alignment` must be a power of two; any other value gives NULL with
  * errno EINVAL.  Every power of two up to at least 256 MiB is honoured. */
-void *alloc_aligned(size_t alignment, size_t size);
+SHOAL_API void *alloc_aligned(size_t alignment, size_t size);
 /* Bytes usable at ptr: at least the size requested. */
-size_t alloc_usable_size(const void *ptr);
+SHOAL_API size_t alloc_usable_size(const void *ptr);
 
 /* Give free memory back to the OS now.  With `force`, also take over the
  * pages of exited threads and empty every cache. */
-void alloc_collect(bool force);
+SHOAL_API void alloc_collect(bool force);
 
 /* Options: each is also read from the environment at start-up as
  * SHOAL_<NAME> (numbers take a k/m/g suffix, booleans 0/1/on/off). */
@@ -61,8 +64,8 @@ typedef enum alloc_option_e {
 #define ALLOC_ON_ERROR_WARN  1
 
 /* 0 on success; EINVAL for an unknown option or a value out of range. */
-int  alloc_option_set(alloc_option_t option, long value);
-long alloc_option_get(alloc_option_t option);
+SHOAL_API int  alloc_option_set(alloc_option_t option, long value);
+SHOAL_API long alloc_option_get(alloc_option_t option);
 
 /* Statistics.  Set `size` to sizeof(alloc_stats_t) before the call; the
  * struct only ever grows at its end, and `version` says which fields a
@@ -112,9 +115,9 @@ typedef struct alloc_stats_s {
 } alloc_stats_t;
 
 /* 0, or EINVAL if st is NULL or st->size is too small. */
-int  alloc_stats_get(alloc_stats_t *st);
-void alloc_stats_print(int fd);
-void alloc_stats_print_json(int fd);
+SHOAL_API int  alloc_stats_get(alloc_stats_t *st);
+SHOAL_API void alloc_stats_print(int fd);
+SHOAL_API void alloc_stats_print_json(int fd);
 
 #ifdef __cplusplus
 }

@@ -21,19 +21,20 @@
 #include "core/options.h"
 #include "thread/heap.h"
 
-static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+static inline void *page_pop(shoal_heap_t *h, unsigned cls, shoal_page_t *pg,
+                             shoal_block_t *b)
 {
     pg->free = b->next;
     pg->used++;
-    shoal_count(&h->stats.allocs[pg->size_class], 1);
+    shoal_count(&h->stats.allocs[cls], 1);
     return b;
 }
 
 /* Pop from a page that has a free block, zeroing n bytes if asked. */
-static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
+static inline void *page_pop_zero(shoal_heap_t *h, unsigned cls, shoal_page_t *pg, size_t n)
 {
     bool zero = pg->free_is_zero;
-    shoal_block_t *b = page_pop(h, pg, pg->free);
+    shoal_block_t *b = page_pop(h, cls, pg, pg->free);
     if (zero)
         b->next = NULL;         /* the link was the only write */
     else
@@ -53,7 +54,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         if (pg == NULL)
             return NULL;
         shoal_heap_t *h = shoal_tl_heap;        /* made by find_page on first use */
-        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
+        return zero ? page_pop_zero(h, cls, pg, n) : page_pop(h, cls, pg, pg->free);
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_large_alloc(n, align, zero);
@@ -64,7 +65,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
  * large and huge requests, the size check, and the purger's start.
  * With CACHELINE_ALIGN set, pages of classes that are not multiples of
  * 64 bytes are never made, so such requests always come here. */
-static void *alloc_generic(size_t n, size_t align, bool zero)
+static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t align, bool zero)
 {
     if (shoal_unlikely(n > SHOAL_MAX_REQUEST)) {
         errno = ENOMEM;
@@ -85,12 +86,13 @@ static void *alloc_generic(size_t n, size_t align, bool zero)
 
 void *alloc_malloc(size_t n)
 {
-    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
+    if (shoal_likely(n - 1 < SHOAL_MEDIUM_MAX)) {      /* 0 wraps and goes the slow way */
         shoal_heap_t *h = shoal_tl_heap;
-        shoal_page_t *pg = h->pages[shoal_size_to_class(n)];
+        unsigned cls = shoal_size_to_class_nz(n);
+        shoal_page_t *pg = h->pages[cls];
         shoal_block_t *b = pg->free;
         if (shoal_likely(b != NULL))
-            return page_pop(h, pg, b);
+            return page_pop(h, cls, pg, b);
     }
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
@@ -102,11 +104,12 @@ void *alloc_calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
+    if (shoal_likely(n - 1 < SHOAL_MEDIUM_MAX)) {
         shoal_heap_t *h = shoal_tl_heap;
-        shoal_page_t *pg = h->pages[shoal_size_to_class(n)];
+        unsigned cls = shoal_size_to_class_nz(n);
+        shoal_page_t *pg = h->pages[cls];
         if (shoal_likely(pg->free != NULL))
-            return page_pop_zero(h, pg, n);
+            return page_pop_zero(h, cls, pg, n);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
@@ -129,7 +132,8 @@ static inline shoal_page_t *span_of(const void *p)
     return pg - pg->slot_offset;
 }
 
-static void free_generic(void *p, enum shoal_chunk_kind k, const char *fn)
+static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chunk_kind k,
+                                                         const char *fn)
 {
     if (p == NULL)
         return;
@@ -156,6 +160,13 @@ static void free_generic(void *p, enum shoal_chunk_kind k, const char *fn)
     shoal_fault(fn, p, "pointer not allocated by shoal");
 }
 
+/* The owner's free emptied a page, or freed into a full one. */
+static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_page_t *pg)
+{
+    shoal_heap_page_freed(h, pg);
+    shoal_purger_start();
+}
+
 void alloc_free(void *p)
 {
     enum shoal_chunk_kind k = shoal_chunk_of(p);
@@ -170,10 +181,11 @@ void alloc_free(void *p)
                 b->next = pg->local_free;
                 pg->local_free = b;
                 shoal_count(&h->stats.frees[pg->size_class], 1);
-                if (shoal_unlikely(--pg->used == 0 || pg->in_full)) {
-                    shoal_heap_page_freed(h, pg);
-                    shoal_purger_start();
-                }
+                /* An empty page at the head of its queue stays: the next
+                 * malloc of its class takes from it. */
+                if (shoal_unlikely(--pg->used == 0 || pg->in_full) &&
+                    (pg->in_full || h->pages[pg->size_class] != pg))
+                    free_page_event(h, pg);
                 return;
             }
             shoal_heap_remote_free(pg, b);

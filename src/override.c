@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "core/layout.h"
 
-#define SHOAL_EXPORT __attribute__((visibility("default")))
+#define SHOAL_EXPORT SHOAL_API
 
 SHOAL_EXPORT void *malloc(size_t n) { return alloc_malloc(n); }
 SHOAL_EXPORT void free(void *p) { alloc_free(p); }

@@ -64,7 +64,11 @@ typedef struct shoal_page_s {
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
     struct shoal_page_s *notify_next;         /* link on a notify stack */
     ck_stack_entry_t abandoned_link;          /* link on the abandoned stack */
-} shoal_page_t;
+} __attribute__((aligned(128))) shoal_page_t;
+
+/* A power of two, so finding a descriptor is a shift; and a page's
+ * remote_free word never shares a cache line with another page's. */
+_Static_assert(sizeof(shoal_page_t) == 128, "slot descriptors are 128 bytes");
 
 /* Set up a fresh page of class `cls` on a span; `zero` says the span's
  * memory reads as zero. */

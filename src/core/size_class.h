@@ -17,13 +17,19 @@
 #define SHOAL_SMALL_CLASSES  56     /* classes served from order-0 pages */
 
 /* The class for a request of n bytes, 0 < n <= SHOAL_MEDIUM_MAX. */
-static inline unsigned shoal_size_to_class(size_t n)
+static inline unsigned shoal_size_to_class_nz(size_t n)
 {
-    if (n <= 128)
-        return n == 0 ? 0 : (unsigned)((n - 1) >> 4);
     size_t w = n - 1;
+    if (w < 128)
+        return (unsigned)(w >> 4);
     unsigned b = 63u - (unsigned)__builtin_clzl(w);      /* b >= 7 */
     return 8u + (b - 7u) * 8u + (unsigned)((w >> (b - 3)) & 7u);
+}
+
+/* The same, with 0 taken as 1. */
+static inline unsigned shoal_size_to_class(size_t n)
+{
+    return shoal_size_to_class_nz(n ? n : 1);
 }
 
 /* The block size of class c. */

@@ -274,12 +274,11 @@ static void drain_cache(shoal_heap_t *h)
 }
 
 /* A page whose blocks are all with the owner: back to the pool, unless it
- * is the class's only page (it would be claimed again at once) or its
- * notify link is busy. */
+ * heads its queue (the next malloc of the class takes from it, so it
+ * would be claimed again at once) or its notify link is busy. */
 static void retire(shoal_heap_t *h, shoal_page_t *pg)
 {
-    unsigned c = pg->size_class;
-    if (h->pages[c] == pg && h->last[c] == pg)
+    if (h->pages[pg->size_class] == pg)
         return;
     if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
         return;

@@ -47,7 +47,7 @@ static _Atomic size_t abandoned_count;
 static _Atomic(shoal_heap_t *) all_heaps;
 static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
 /* Frees by threads that never allocated (and so have no heap). */
-static _Atomic uint64_t orphan_frees[SHOAL_CLASSES];
+static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static char *area_next, *area_end;
@@ -193,6 +193,7 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
         shoal_count(&me->stats.remote_frees, 1);
     } else if (SHOAL_STATS_ENABLED) {
         atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
     }
     if (!shoal_page_remote_push(pg, b))
         return;
@@ -558,7 +559,8 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
     st->abandoned_pages = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
-    st->adopted = st->remote_frees = 0;
+    st->adopted = 0;
+    st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = st->pages[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);

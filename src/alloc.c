@@ -171,7 +171,12 @@ void alloc_free(void *p)
 {
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
-        shoal_page_t *pg = span_of(p);
+        /* Most pages are one slot: look at the slot's own descriptor
+         * first, and step back to the head only from inside a 512 KiB
+         * page, so the common case has one dependent load less. */
+        shoal_page_t *pg = shoal_slot_desc(p);
+        if (shoal_unlikely(pg->kind == SHOAL_SLOT_TAIL))
+            pg -= pg->slot_offset;
         if (shoal_likely(pg->kind == SHOAL_SLOT_PAGE)) {
             shoal_block_t *b = p;
             shoal_heap_t *h = shoal_tl_heap;

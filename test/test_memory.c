@@ -129,7 +129,7 @@ static void test_rss_stays_with_purge_off(void **state)
 #endif
     long left = fill_free_idle(-1);
     assert_true(left > (long)(HALF_MB << 20));
-    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 10);
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000);     /* the default again */
     alloc_collect(true);
 }
 

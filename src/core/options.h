@@ -6,7 +6,7 @@
 #include "shoal.h"
 
 /* Options whose default is not 0 (the table in options.c has them all). */
-#define SHOAL_DEFAULT_PURGE_DELAY_MS 10
+#define SHOAL_DEFAULT_PURGE_DELAY_MS 1000
 
 extern _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_];
 

@@ -107,6 +107,19 @@ static void queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
     h->pages[c] = pg;
 }
 
+static void queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *last = h->last[c];
+    pg->next = NULL;
+    pg->prev = last;
+    if (last == NULL)
+        h->pages[c] = pg;
+    else
+        last->next = pg;
+    h->last[c] = pg;
+}
+
 static void full_push(shoal_heap_t *h, shoal_page_t *pg)
 {
     pg->prev = NULL;
@@ -138,11 +151,14 @@ static void clear_full_mark(shoal_page_t *pg)
                                             memory_order_relaxed, memory_order_relaxed);
 }
 
+/* A full page got a block back.  It joins the back of its queue: the head
+ * keeps serving mallocs, and a head page that empties stays only while
+ * it is the head, so pushing in front of it would strand it. */
 static void unfull(shoal_heap_t *h, shoal_page_t *pg)
 {
     full_remove(h, pg);
     clear_full_mark(pg);
-    queue_push_front(h, pg);
+    queue_push_back(h, pg);
 }
 
 /* Move a page with no free block to the full list.  Fails when remote

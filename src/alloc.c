@@ -172,8 +172,8 @@ void alloc_free(void *p)
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
         /* Most pages are one slot: look at the slot's own descriptor
-         * first, and step back to the head only from inside a 512 KiB
-         * page, so the common case has one dependent load less. */
+         * first, and step back to the head only from inside a page of
+         * several slots, so the common case has one dependent load less. */
         shoal_page_t *pg = shoal_slot_desc(p);
         if (shoal_unlikely(pg->kind == SHOAL_SLOT_TAIL))
             pg -= pg->slot_offset;

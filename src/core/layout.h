@@ -22,8 +22,7 @@
 
 /* Object size tiers. */
 #define SHOAL_SMALL_MAX    ((size_t)8 << 10)    /* on 64 KiB pages (order 0) */
-#define SHOAL_MEDIUM_MAX   ((size_t)64 << 10)   /* on 512 KiB pages (order 3) */
-#define SHOAL_MEDIUM_ORDER 3
+#define SHOAL_MEDIUM_MAX   ((size_t)64 << 10)   /* on 128..512 KiB pages (order 1..3) */
 #define SHOAL_LARGE_MAX    (SHOAL_SLOT_SIZE << SHOAL_MAX_ORDER) /* 2 MiB */
 
 /* User addresses on x86-64 and aarch64 (4-level tables) fit in 48 bits. */

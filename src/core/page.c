@@ -25,6 +25,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->in_full = 0;
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
+    pg->idle_sweeps = 0;
     atomic_store_explicit(&pg->in_notify, 0, memory_order_relaxed);
     atomic_store_explicit(&pg->remote_free, 0, memory_order_relaxed);
     pg->next = pg->prev = NULL;

@@ -58,6 +58,7 @@ typedef struct shoal_page_s {
     uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
     uint8_t fresh_zero;         /* blocks not yet carved read as zero */
+    uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
     _Atomic uint8_t in_notify;  /* linked on some heap's notify stack */
     _Atomic uintptr_t remote_free;
     _Atomic(struct shoal_heap_s *) heap;      /* owner; NULL when abandoned */

@@ -4,8 +4,8 @@
  * then by eighths of each power of two: 144, 160, ... 256, 288, ... so two
  * neighbouring classes are at most 12.5% apart and a block wastes at most
  * 1/9 of itself.  Classes 0..55 reach 8 KiB and live on 64 KiB pages;
- * classes 56..79 reach 64 KiB and live on 512 KiB pages.  Every class size
- * is a multiple of its step, which is what lets aligned requests use them
+ * classes 56..79 reach 64 KiB and live on pages of 128 to 512 KiB.
+ * Every class size is a multiple of its step, which is what lets aligned requests use them
  * (see shoal_class_for_aligned).
  */
 #ifndef SHOAL_SIZE_CLASS_H
@@ -41,10 +41,12 @@ static inline size_t shoal_class_size(unsigned c)
     return ((size_t)1 << b) + ((size_t)((c - 8u) % 8u + 1u) << (b - 3));
 }
 
-/* Order of the buddy block a page of class c occupies. */
+/* Order of the buddy block a page of class c occupies: one slot up to
+ * 8 KiB, then the smallest page that holds at least 8 blocks (128 KiB up
+ * to 16 KiB blocks, 256 KiB up to 32 KiB, 512 KiB up to 64 KiB). */
 static inline unsigned shoal_class_page_order(unsigned c)
 {
-    return c < SHOAL_SMALL_CLASSES ? 0 : SHOAL_MEDIUM_ORDER;
+    return c < SHOAL_SMALL_CLASSES ? 0 : 1 + (c - SHOAL_SMALL_CLASSES) / 8;
 }
 
 /* For an aligned request: a class whose block size is a multiple of

@@ -377,6 +377,25 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
     return pg;
 }
 
+/* An empty page at the head of its queue is kept for the next malloc of
+ * its class.  One that stays empty across two sweeps (every 256 slow
+ * paths) is not coming back into use soon: it goes, so a heap does not
+ * hold a page per class it once used. */
+static void sweep_idle_heads(shoal_heap_t *h)
+{
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        shoal_page_t *pg = h->pages[c];
+        if (pg == &shoal_empty_page)
+            continue;
+        if (pg->used != 0 || atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0) {
+            pg->idle_sweeps = 0;
+        } else if (++pg->idle_sweeps >= 2) {
+            queue_remove(h, pg);
+            release_page(h, pg, true);
+        }
+    }
+}
+
 static shoal_heap_t *heap_acquire(void);
 
 shoal_page_t *shoal_heap_find_page(unsigned cls)
@@ -385,6 +404,8 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
     take_notifications(h);
+    if ((++h->slow_calls & 255) == 0)
+        sweep_idle_heads(h);
     shoal_page_t *pg = search_queue(h, cls);
     if (pg == NULL && adopt(h, 8) != 0)
         pg = search_queue(h, cls);

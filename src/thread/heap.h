@@ -41,6 +41,7 @@ typedef struct shoal_heap_s {
     _Atomic(shoal_page_t *) notify;             /* full pages that got remote frees */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
+    unsigned slow_calls;                        /* paces the idle sweep */
     shoal_heap_counters_t stats;
     struct shoal_heap_s *next_all;              /* every heap ever made */
     ck_stack_entry_t free_link;                 /* on the stack of unused heaps */

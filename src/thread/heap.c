@@ -448,7 +448,6 @@ static shoal_heap_t *heap_new(void)
     } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h,
                                                     memory_order_release,
                                                     memory_order_relaxed));
-    atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
     return h;
 }
 
@@ -461,6 +460,7 @@ static shoal_heap_t *heap_acquire(void)
         return NULL;
     }
     atomic_store_explicit(&h->live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
     shoal_peak_update(&heaps_live_peak,
                       atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
     shoal_tl_heap = h;

@@ -24,7 +24,8 @@
 static inline void *page_pop(shoal_heap_t *h, unsigned cls, shoal_page_t *pg,
                              shoal_block_t *b)
 {
-    pg->free = b->next;
+    pg->free = shoal_decode(pg, b->link);
+    b->freed = 0;               /* no longer free: a free of it is not a double free */
     pg->used++;
     shoal_count(&h->stats.allocs[cls], 1);
     return b;
@@ -36,7 +37,7 @@ static inline void *page_pop_zero(shoal_heap_t *h, unsigned cls, shoal_page_t *p
     bool zero = pg->free_is_zero;
     shoal_block_t *b = page_pop(h, cls, pg, pg->free);
     if (zero)
-        b->next = NULL;         /* the link was the only write */
+        b->link = 0;            /* the link was the only write */
     else
         memset(b, 0, n);
     return b;
@@ -157,7 +158,21 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
             return;
         }
     }
-    shoal_fault(fn, p, "pointer not allocated by shoal");
+    shoal_fault(fn, p, shoal_huge_was_freed(p) ? "double free (the huge block is already free)"
+                                               : "pointer not allocated by shoal");
+}
+
+/* A pointer into a page that is not a live block's start: say which. */
+static __attribute__((noinline, cold)) void bad_block(const shoal_page_t *pg,
+                                                      const shoal_block_t *b, const char *fn)
+{
+    uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
+    const char *what = "pointer inside a block, not at its start (interior or misaligned)";
+    if (off % pg->block_size == 0)
+        what = off / pg->block_size >= atomic_load_explicit(&pg->capacity, memory_order_relaxed)
+                   ? "pointer to a block that was never allocated"
+                   : "double free (the block is already free)";
+    shoal_fault(fn, b, what);
 }
 
 /* The owner's free emptied a page, or freed into a full one. */
@@ -179,11 +194,16 @@ void alloc_free(void *p)
             pg -= pg->slot_offset;
         if (shoal_likely(pg->kind == SHOAL_SLOT_PAGE)) {
             shoal_block_t *b = p;
+            if (shoal_unlikely(!shoal_block_is_live(pg, b))) {
+                bad_block(pg, b, "free");
+                return;
+            }
+            b->freed = shoal_freed_mark(pg, b);
             shoal_heap_t *h = shoal_tl_heap;
             /* Only this thread moves a page away from its own heap, so
              * seeing our heap here is a stable answer. */
             if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
-                b->next = pg->local_free;
+                b->link = shoal_encode(pg, pg->local_free);
                 pg->local_free = b;
                 shoal_count(&h->stats.frees[pg->size_class], 1);
                 /* An empty page at the head of its queue stays: the next
@@ -208,8 +228,12 @@ static size_t usable_or_fault(const void *p, const char *fn)
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (k == SHOAL_CHUNK_SUPERPAGE) {
         shoal_page_t *pg = span_of(p);
-        if (pg->kind == SHOAL_SLOT_PAGE)
-            return pg->block_size;
+        if (pg->kind == SHOAL_SLOT_PAGE) {
+            if (shoal_block_is_live(pg, p))
+                return pg->block_size;
+            bad_block(pg, p, fn);
+            return 0;
+        }
         if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg))
             return shoal_large_usable(pg);
     } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {

@@ -156,6 +156,17 @@ void shoal_huge_free(shoal_huge_t *h)
     shoal_purge_note_free();
 }
 
+bool shoal_huge_was_freed(const void *p)
+{
+    char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+    bool found = false;
+    shoal_lock(&cache_lock);
+    for (unsigned i = 0; i < cached; i++)
+        found |= cache[i].base == chunk || cache[i].base + SHOAL_SP_SIZE == chunk;
+    shoal_unlock(&cache_lock);
+    return found;
+}
+
 void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
 {
     size_t off = (size_t)(h->user - h->base);

@@ -30,6 +30,10 @@ shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k);
 
 void shoal_huge_free(shoal_huge_t *h);
 
+/* Whether p was a huge block that is now freed and cached (for naming a
+ * double free; the answer is only sure while the mapping is cached). */
+bool shoal_huge_was_freed(const void *p);
+
 /* Resize in place or by moving the pages (mremap), never by copying.
  * NULL with errno ENOMEM if neither works; the block is then untouched. */
 void *shoal_huge_realloc(shoal_huge_t *h, size_t size);

@@ -1,8 +1,39 @@
 /* page.c - setting up a page and moving blocks between its lists. */
+#define _GNU_SOURCE
 #include "page.h"
 
+#include <errno.h>
+#include <sys/random.h>
+#include <time.h>
 #include "pool.h"
 #include "size_class.h"
+
+static uintptr_t secret;        /* written once at start-up, before any page */
+
+void shoal_page_secret_init(void)
+{
+    uint64_t r = 0;
+    int saved = errno;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        /* No entropy yet (very early boot): time and addresses still make
+         * the key differ from run to run. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uintptr_t)&r ^ (uint64_t)ts.tv_sec;
+    }
+    errno = saved;
+    secret = (uintptr_t)r | 1;
+}
+
+/* A 64-bit mix (splitmix64's finaliser). */
+static uintptr_t mix(uintptr_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
 
 void *shoal_page_start(const shoal_page_t *pg)
 {
@@ -17,11 +48,16 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->local_free = NULL;
     pg->used = 0;
     pg->block_size = (uint32_t)bsize;
-    pg->capacity = 0;
+    atomic_store_explicit(&pg->capacity, 0, memory_order_relaxed);
     pg->reserved = (uint16_t)((SHOAL_SLOT_SIZE << order) / bsize);
     pg->slot_offset = 0;
     pg->order = (uint8_t)order;
     pg->size_class = (uint8_t)cls;
+    pg->div_magic = (uint32_t)((((uint64_t)1 << 32) + bsize - 1) / bsize);
+    pg->start = shoal_page_start(pg);
+    /* A new key each time the slot becomes a page: marks and links left
+     * by an earlier life of the same memory do not decode. */
+    pg->key = mix(pg->key ^ secret ^ (uintptr_t)pg->start) | 1;
     pg->in_full = 0;
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
@@ -39,31 +75,34 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
 void shoal_page_extend(shoal_page_t *pg)
 {
     /* About 4 KiB of blocks a time, at least one. */
+    unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
     unsigned n = 4096u / pg->block_size;
     if (n == 0)
         n = 1;
-    if (n > (unsigned)(pg->reserved - pg->capacity))
-        n = pg->reserved - pg->capacity;
+    if (n > pg->reserved - capacity)
+        n = pg->reserved - capacity;
     if (n == 0)
         return;
-    char *start = (char *)shoal_page_start(pg) + (size_t)pg->capacity * pg->block_size;
+    char *start = pg->start + (size_t)capacity * pg->block_size;
     shoal_block_t *head = pg->free;
     /* Link back to front so blocks are handed out in address order. */
     for (unsigned i = n; i-- > 0;) {
         shoal_block_t *b = (shoal_block_t *)(start + (size_t)i * pg->block_size);
-        b->next = head;
+        b->link = shoal_encode(pg, head);
         head = b;
     }
     pg->free_is_zero = pg->fresh_zero && (pg->free == NULL || pg->free_is_zero);
     pg->free = head;
-    pg->capacity = (uint16_t)(pg->capacity + n);
+    /* Relaxed: a freeing thread reads it only for blocks it was handed,
+     * which were carved before they were handed out. */
+    atomic_store_explicit(&pg->capacity, (uint16_t)(capacity + n), memory_order_relaxed);
 }
 
 bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b)
 {
     uintptr_t old = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
     do {
-        b->next = (shoal_block_t *)(old & ~SHOAL_REMOTE_FULL);
+        b->link = shoal_encode(pg, (shoal_block_t *)(old & ~SHOAL_REMOTE_FULL));
         /* Release: the block's contents and its link are written before
          * the owner can take the list (its exchange is acquire).  The new
          * value drops the FULL mark: exactly one pusher sees it set and
@@ -75,18 +114,36 @@ bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b)
     return (old & SHOAL_REMOTE_FULL) != 0;
 }
 
+/* Put list (n blocks, ending at tail) in front of `free`. */
+static void prepend(shoal_page_t *pg, shoal_block_t *list, shoal_block_t *tail)
+{
+    tail->link = shoal_encode(pg, pg->free);
+    pg->free = list;
+    pg->free_is_zero = 0;       /* freed blocks hold old data */
+}
+
+static shoal_block_t *last_of(const shoal_page_t *pg, shoal_block_t *b, uint32_t *n)
+{
+    shoal_block_t *next;
+    *n = 1;
+    while ((next = shoal_decode(pg, b->link)) != NULL) {
+        b = next;
+        ++*n;
+    }
+    return b;
+}
+
 void shoal_page_collect(shoal_page_t *pg)
 {
+    uint32_t n;
     if (pg->local_free != NULL) {
-        /* Blocks freed by the owner hold old data: the list is no longer
-         * all-zero once they join it. */
-        shoal_block_t *tail = pg->local_free;
-        while (tail->next != NULL)
-            tail = tail->next;
-        tail->next = pg->free;
-        pg->free = pg->local_free;
+        if (pg->free == NULL) {             /* the usual case: no walk */
+            pg->free = pg->local_free;
+            pg->free_is_zero = 0;
+        } else {
+            prepend(pg, pg->local_free, last_of(pg, pg->local_free, &n));
+        }
         pg->local_free = NULL;
-        pg->free_is_zero = 0;
     }
     uintptr_t r = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
     if ((r & ~SHOAL_REMOTE_FULL) == 0)
@@ -96,14 +153,6 @@ void shoal_page_collect(shoal_page_t *pg)
      * the list is not empty, and the push that made it so cleared it. */
     r = atomic_exchange_explicit(&pg->remote_free, 0, memory_order_acquire);
     shoal_block_t *list = (shoal_block_t *)r;
-    shoal_block_t *tail = list;
-    uint32_t n = 1;
-    while (tail->next != NULL) {
-        tail = tail->next;
-        n++;
-    }
-    tail->next = pg->free;
-    pg->free = list;
-    pg->free_is_zero = 0;
+    prepend(pg, list, last_of(pg, list, &n));
     pg->used -= n;
 }

@@ -25,9 +25,19 @@
 
 struct shoal_heap_s;
 
+/* A free block.  Its first word links it to the next free block, encoded
+ * with the page's key (see shoal_encode); its second word holds the
+ * page's "freed" mark for its address, which is how a second free of the
+ * same block is recognised.  malloc clears the mark when it hands the
+ * block out.  Every block is at least 16 bytes, so both words fit. */
 typedef struct shoal_block_s {
-    struct shoal_block_s *next;
+    uintptr_t link;
+    uintptr_t freed;
 } shoal_block_t;
+
+#ifndef SHOAL_HARDEN_ENABLED
+#define SHOAL_HARDEN_ENABLED 1
+#endif
 
 enum shoal_slot_kind {
     SHOAL_SLOT_FREE = 0,  /* not in use (or a tail of a LARGE block) */
@@ -47,13 +57,16 @@ typedef struct shoal_page_s {
     shoal_block_t *local_free;
     uint32_t used;
     uint32_t block_size;
-    uint16_t capacity;          /* blocks carved out so far */
+    _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
     uint16_t reserved;          /* blocks that fit */
     /* Set when the span is set up, read by any thread that frees into it. */
     uint8_t kind;               /* enum shoal_slot_kind */
     uint8_t slot_offset;        /* TAIL: slots back to the head */
     uint8_t order;              /* buddy order of the span */
     uint8_t size_class;
+    uint32_t div_magic;         /* ceil(2^32 / block_size): offset -> index */
+    uintptr_t key;              /* encodes links, makes the freed mark */
+    char *start;                /* the first block */
     /* Owner-only, cold. */
     uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
@@ -70,6 +83,53 @@ typedef struct shoal_page_s {
 /* A power of two, so finding a descriptor is a shift; and a page's
  * remote_free word never shares a cache line with another page's. */
 _Static_assert(sizeof(shoal_page_t) == 128, "slot descriptors are 128 bytes");
+
+/* Free-list hardening: links inside blocks are stored rotated and xored
+ * with a per-page secret key, so a use-after-free write of an address
+ * cannot make malloc hand out that address: it decodes to garbage. */
+static inline uintptr_t shoal_encode(const shoal_page_t *pg, const shoal_block_t *next)
+{
+#if SHOAL_HARDEN_ENABLED
+    uintptr_t x = (uintptr_t)next ^ pg->key;
+    return (x << 17) | (x >> 47);
+#else
+    (void)pg;
+    return (uintptr_t)next;
+#endif
+}
+
+static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link)
+{
+#if SHOAL_HARDEN_ENABLED
+    return (shoal_block_t *)(((link >> 17) | (link << 47)) ^ pg->key);
+#else
+    (void)pg;
+    return (shoal_block_t *)link;
+#endif
+}
+
+/* The freed mark of block b: a value user data matches by chance with
+ * probability 2^-64. */
+static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    return pg->key ^ (uintptr_t)b;
+}
+
+/* Is b the start of a block of pg that has been handed out (carved) and
+ * is not marked free?  The index comes from a multiply by the page's
+ * reciprocal: exact for every offset that is a multiple of the block
+ * size, so an interior or misaligned pointer always fails the test. */
+static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
+    uint32_t idx = (uint32_t)((off * pg->div_magic) >> 32);
+    return (uintptr_t)idx * pg->block_size == off &&
+           idx < atomic_load_explicit(&pg->capacity, memory_order_relaxed) &&
+           b->freed != shoal_freed_mark(pg, b);
+}
+
+/* Seed the page keys from the kernel's random numbers (once). */
+void shoal_page_secret_init(void);
 
 /* Set up a fresh page of class `cls` on a span; `zero` says the span's
  * memory reads as zero. */

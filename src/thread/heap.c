@@ -66,6 +66,7 @@ void shoal_process_init(void)
         return;
     if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
         shoal_options_init();
+        shoal_page_secret_init();
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
@@ -403,6 +404,13 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
+    shoal_page_t *head = h->pages[cls];
+    if (head->local_free != NULL) {
+        /* The page in use ran dry but has blocks its owner freed: the
+         * cheapest refill there is. */
+        shoal_page_collect(head);
+        return head;
+    }
     take_notifications(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle_heads(h);

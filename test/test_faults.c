@@ -1,0 +1,279 @@
+/* Bad input: each misuse runs in a child process, which must die of
+ * SIGABRT after one line on stderr naming the fault, the function and the
+ * address; with ON_ERROR=warn the child must report the same line, ignore
+ * the call and go on with a heap that still works. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "shoal.h"
+
+typedef void (*misuse_fn)(void);
+static char *expected_addr;     /* the address the message must name */
+
+static void *remote_free(void *p)
+{
+    alloc_free(p);
+    return NULL;
+}
+
+static void double_free_small(void)
+{
+    char *p = expected_addr = alloc_malloc(40);
+    alloc_free(p);
+    alloc_free(p);
+}
+
+static void double_free_remote(void)
+{
+    pthread_t t;
+    char *p = expected_addr = alloc_malloc(200);
+    alloc_free(p);
+    pthread_create(&t, NULL, remote_free, p);
+    pthread_join(t, NULL);
+}
+
+static void double_free_medium(void)
+{
+    char *p = expected_addr = alloc_malloc(20000);
+    alloc_free(p);
+    alloc_free(p);
+}
+
+static void double_free_large(void)
+{
+    char *p = expected_addr = alloc_malloc(300000);
+    alloc_free(p);
+    alloc_free(p);
+}
+
+static void double_free_huge(void)
+{
+    char *p = expected_addr = alloc_malloc(20u << 20);
+    alloc_free(p);
+    alloc_free(p);
+}
+
+static void free_stack(void)
+{
+    char local[64];
+    expected_addr = local;
+    alloc_free(local);
+}
+
+static void free_static(void)
+{
+    static char data[64];
+    expected_addr = data;
+    alloc_free(data);
+}
+
+static void free_unmapped(void)
+{
+    expected_addr = (char *)(uintptr_t)0x7e0000001000;
+    alloc_free(expected_addr);
+}
+
+static void free_other_allocator(void)
+{
+    expected_addr = malloc(100);        /* the C library's, not shoal's */
+    alloc_free(expected_addr);
+}
+
+static void free_mmap(void)
+{
+    expected_addr = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    alloc_free(expected_addr);
+}
+
+static void free_interior(void)
+{
+    char *p = alloc_malloc(100);
+    alloc_free(expected_addr = p + 16);
+}
+
+static void free_misaligned(void)
+{
+    char *p = alloc_malloc(100);
+    alloc_free(expected_addr = p + 3);
+}
+
+static void free_inside_large(void)
+{
+    char *p = alloc_malloc(300000);
+    alloc_free(expected_addr = p + 4096);
+}
+
+static void free_never_allocated(void)
+{
+    char *p = alloc_malloc(64);
+    alloc_free(expected_addr = p + 64 * 200);   /* same page, not carved yet */
+}
+
+static void free_sized_wrong(void)
+{
+    char *p = expected_addr = alloc_malloc(100);
+    alloc_free_sized(p, 5000);
+}
+
+static void realloc_freed(void)
+{
+    char *p = expected_addr = alloc_malloc(100);
+    alloc_free(p);
+    alloc_realloc(p, 200);
+}
+
+static void usable_size_interior(void)
+{
+    char *p = alloc_malloc(1000);
+    alloc_usable_size(expected_addr = p + 8);
+}
+
+/* After the misuse, in warn mode: the heap must still hand out and take
+ * back blocks with their contents intact. */
+static int heap_still_works(void)
+{
+    enum { N = 2000 };
+    static unsigned char *b[N];
+    for (int i = 0; i < N; i++) {
+        size_t n = 16 + (size_t)(i * 37) % 5000;
+        if ((b[i] = alloc_malloc(n)) == NULL)
+            return 0;
+        memset(b[i], i & 0xff, n);
+    }
+    for (int i = 0; i < N; i++) {
+        size_t n = 16 + (size_t)(i * 37) % 5000;
+        for (size_t k = 0; k < n; k++)
+            if (b[i][k] != (i & 0xff))
+                return 0;
+        alloc_free(b[i]);
+    }
+    return 1;
+}
+
+/* Run fn in a child; return its stderr in out, its status in *status. */
+static void run_child(misuse_fn fn, bool warn, char *out, size_t cap, int *status)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        if (warn)
+            alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_WARN);
+        fn();
+        char line[64];
+        int n = snprintf(line, sizeof line, "@%p\n", (void *)expected_addr);
+        write(2, line, (size_t)n);
+        _exit(heap_still_works() ? 0 : 7);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < cap && (r = read(fds[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)r;
+    out[len] = '\0';
+    close(fds[0]);
+    assert_int_equal(waitpid(pid, status, 0), pid);
+}
+
+static void expect(misuse_fn fn, const char *fault, const char *function)
+{
+    char out[4096], addr[64];
+    int status;
+    /* Default policy: one line, then abort. */
+    run_child(fn, false, out, sizeof out, &status);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    assert_non_null(strstr(out, "shoal: error: "));
+    assert_non_null(strstr(out, fault));
+    assert_non_null(strstr(out, function));
+    assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));      /* one line */
+    /* Warn: the same line, the call ignored, the heap intact. */
+    run_child(fn, true, out, sizeof out, &status);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_non_null(strstr(out, fault));
+    const char *at = strrchr(out, '@');                 /* the address the child used */
+    assert_non_null(at);
+    snprintf(addr, sizeof addr, "address %.*s)", (int)(strchr(at, '\n') - at - 1), at + 1);
+    assert_non_null(strstr(out, addr));
+}
+
+#define CASE(name, fault, function)                                                         \
+    static void test_##name(void **state)                                                   \
+    {                                                                                       \
+        (void)state;                                                                        \
+        expect(name, fault, function);                                                      \
+    }
+CASE(double_free_small, "double free", "(free,")
+CASE(double_free_remote, "double free", "(free,")
+CASE(double_free_medium, "double free", "(free,")
+CASE(double_free_large, "double free", "(free,")
+CASE(double_free_huge, "double free", "(free,")
+CASE(free_stack, "not allocated by shoal", "(free,")
+CASE(free_static, "not allocated by shoal", "(free,")
+CASE(free_unmapped, "not allocated by shoal", "(free,")
+CASE(free_other_allocator, "not allocated by shoal", "(free,")
+CASE(free_mmap, "not allocated by shoal", "(free,")
+CASE(free_interior, "inside a block", "(free,")
+CASE(free_misaligned, "inside a block", "(free,")
+CASE(free_inside_large, "inside a large block", "(free,")
+CASE(free_never_allocated, "never allocated", "(free,")
+CASE(free_sized_wrong, "size does not match", "(free_sized,")
+CASE(realloc_freed, "double free", "(realloc,")
+CASE(usable_size_interior, "inside a block", "(usable_size,")
+
+static void test_bad_sizes_and_alignments(void **state)
+{
+    (void)state;
+    errno = 0;
+    assert_null(alloc_malloc((size_t)PTRDIFF_MAX + 1));
+    assert_int_equal(errno, ENOMEM);
+    errno = 0;
+    assert_null(alloc_calloc((size_t)1 << 40, (size_t)1 << 40));
+    assert_int_equal(errno, ENOMEM);
+    errno = 0;
+    assert_null(alloc_aligned(48, 100));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(alloc_aligned(0, 100));
+    assert_int_equal(errno, EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_double_free_small),
+        cmocka_unit_test(test_double_free_remote),
+        cmocka_unit_test(test_double_free_medium),
+        cmocka_unit_test(test_double_free_large),
+        cmocka_unit_test(test_double_free_huge),
+        cmocka_unit_test(test_free_stack),
+        cmocka_unit_test(test_free_static),
+        cmocka_unit_test(test_free_unmapped),
+        cmocka_unit_test(test_free_other_allocator),
+        cmocka_unit_test(test_free_mmap),
+        cmocka_unit_test(test_free_interior),
+        cmocka_unit_test(test_free_misaligned),
+        cmocka_unit_test(test_free_inside_large),
+        cmocka_unit_test(test_free_never_allocated),
+        cmocka_unit_test(test_free_sized_wrong),
+        cmocka_unit_test(test_realloc_freed),
+        cmocka_unit_test(test_usable_size_interior),
+        cmocka_unit_test(test_bad_sizes_and_alignments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

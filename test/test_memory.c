@@ -18,14 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "shoal.h"
+#include "test_util.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
 
 static size_t rss_bytes(void)
 {

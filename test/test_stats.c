@@ -17,14 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "shoal.h"
+#include "test_util.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
 
 static alloc_stats_t take(void)
 {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,7 @@ void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
         atomic_store_explicit(&on_change[o], fn, memory_order_release);
 }
 
-int alloc_option_set(alloc_option_t o, long value)
+static int set_option(alloc_option_t o, long value)
 {
     if (!known(o) || value < options[o].min || value > options[o].max)
         return EINVAL;
@@ -78,8 +79,15 @@ int alloc_option_set(alloc_option_t o, long value)
     return 0;
 }
 
+int alloc_option_set(alloc_option_t o, long value)
+{
+    shoal_options_init();       /* the environment first, then the program */
+    return set_option(o, value);
+}
+
 long alloc_option_get(alloc_option_t o)
 {
+    shoal_options_init();
     return known(o) ? shoal_opt(o) : -1;
 }
 
@@ -185,7 +193,7 @@ int shoal_option_parse(alloc_option_t o, const char *text, long *out)
     return 0;
 }
 
-void shoal_options_init(void)
+static void read_environment(void)
 {
     char var[64];
     for (int o = 0; o < ALLOC_OPTION_COUNT_; o++) {
@@ -195,7 +203,7 @@ void shoal_options_init(void)
         if (text == NULL)
             continue;
         if (shoal_option_parse((alloc_option_t)o, text, &v) == 0)
-            alloc_option_set((alloc_option_t)o, v);
+            set_option((alloc_option_t)o, v);
         else
             shoal_warning("%s=%s is not a valid value; keeping %ld",
                           var, text, shoal_opt((alloc_option_t)o));
@@ -208,4 +216,19 @@ void shoal_options_init(void)
                               shoal_opt((alloc_option_t)o));
         shoal_info("options:%s", line);
     }
+}
+
+void shoal_options_init(void)
+{
+    static _Atomic int state;   /* 0 not read, 1 reading, 2 read */
+    int expect = 0;
+    if (atomic_load_explicit(&state, memory_order_acquire) == 2)
+        return;
+    if (atomic_compare_exchange_strong(&state, &expect, 1)) {
+        read_environment();
+        atomic_store_explicit(&state, 2, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&state, memory_order_acquire) != 2)
+        sched_yield();
 }

@@ -15,7 +15,8 @@ static inline long shoal_opt(alloc_option_t o)
     return atomic_load_explicit(&shoal_option_values[o], memory_order_relaxed);
 }
 
-/* Read every SHOAL_<NAME> variable once; warn about bad values. */
+/* Read every SHOAL_<NAME> variable, once (later calls return at once);
+ * warn about bad values. */
 void shoal_options_init(void);
 
 /* Parse one environment value for an option.  Returns 0 and sets *out,

@@ -14,11 +14,16 @@
 #include <stdint.h>
 #include <string.h>
 #include "shoal.h"
+#include "test_util.h"
 
 #define THREADS    4
 #define ROUNDS     3
 #define SLOTS      4096
+#ifdef UNDER_TSAN
+#define OPS        20000
+#else
 #define OPS        60000
+#endif
 
 static _Atomic(uintptr_t) transfer[SLOTS];
 static _Atomic long corrupt;

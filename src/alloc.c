@@ -257,9 +257,11 @@ void alloc_free_sized(void *p, size_t n)
     size_t usable = usable_or_fault(p, "free_sized");
     if (usable == 0)
         return;
+    /* A page block has the class of its size, or kept a larger one when
+     * realloc shrank it in place (which it does while n > half). */
     bool ok = n <= usable;
     if (usable <= SHOAL_MEDIUM_MAX)
-        ok = ok && n <= SHOAL_MEDIUM_MAX && shoal_class_size(shoal_size_to_class(n)) == usable;
+        ok = ok && (shoal_class_size(shoal_size_to_class(n)) == usable || n > usable / 2);
     else
         ok = ok && n > SHOAL_MEDIUM_MAX;
     if (!ok) {
@@ -278,8 +280,8 @@ static void *resize_in_place(void *p, size_t old, size_t n)
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (k == SHOAL_CHUNK_SUPERPAGE) {
         shoal_page_t *pg = span_of(p);
-        if (pg->kind == SHOAL_SLOT_PAGE)
-            return n <= old && n > old / 2 ? p : NULL;     /* keep unless it wastes half */
+        if (pg->kind == SHOAL_SLOT_PAGE)        /* keep unless it wastes half (free_sized knows) */
+            return n <= old && n > old / 2 ? p : NULL;
         return n > SHOAL_MEDIUM_MAX && n <= SHOAL_LARGE_MAX ? shoal_large_resize(pg, n) : NULL;
     }
     if (n > SHOAL_LARGE_MAX)

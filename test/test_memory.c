@@ -47,6 +47,7 @@ static long minor_faults(void)
 typedef struct load_s {
     void **blocks;
     size_t count;
+    bool small_only;            /* only blocks that live on pages */
 } load_t;
 
 /* Mixed sizes, every byte touched, until HALF_MB MiB are live.  Sizes
@@ -59,7 +60,7 @@ static void *fill(void *arg)
     size_t total = 0, i = 0;
     static const size_t sizes[] = { 24, 100, 700, 3000, 12000, 50000, 300000, 1536u << 10 };
     while (total < (size_t)HALF_MB << 20) {
-        size_t n = sizes[i % 8];
+        size_t n = sizes[i % (l->small_only ? 5 : 8)];
         char *p = alloc_malloc(n);
         assert_non_null(p);
         memset(p, (int)(i & 0xff), n);
@@ -81,11 +82,11 @@ static void free_all(load_t *l)
 
 /* Two threads fill 512 MiB, the main thread frees it all, then idles
  * past the delay.  Returns RSS growth left (bytes) over the start. */
-static long fill_free_idle(long delay_ms)
+static long fill_free_idle(long delay_ms, bool small_only)
 {
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay_ms), 0);
-    static void *a[1 << 20], *b[1 << 20];
-    load_t la = { a, 0 }, lb = { b, 0 };
+    static void *a[1 << 22], *b[1 << 22];
+    load_t la = { a, 0, small_only }, lb = { b, 0, small_only };
     size_t start = rss_bytes();
     pthread_t t1, t2;
     pthread_create(&t1, NULL, fill, &la);
@@ -110,8 +111,21 @@ static void test_rss_returns_after_delay(void **state)
 #ifdef UNDER_TSAN
     skip();             /* TSan's shadow memory would dominate RSS */
 #endif
-    long left = fill_free_idle(50);
+    long left = fill_free_idle(50, false);
     /* Within 10% of the 512 MiB load (and of where it started). */
+    assert_true(left < (long)((2 * HALF_MB) << 20) / 10);
+}
+
+/* Only small blocks: every byte sits on pages of the two threads, which
+ * have exited when the main thread frees it all, so nothing comes back
+ * unless the purger takes those pages back itself. */
+static void test_rss_returns_from_exited_threads(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip();
+#endif
+    long left = fill_free_idle(50, true);
     assert_true(left < (long)((2 * HALF_MB) << 20) / 10);
 }
 
@@ -121,7 +135,7 @@ static void test_rss_stays_with_purge_off(void **state)
 #ifdef UNDER_TSAN
     skip();
 #endif
-    long left = fill_free_idle(-1);
+    long left = fill_free_idle(-1, false);
     assert_true(left > (long)(HALF_MB << 20));
     alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000);     /* the default again */
     alloc_collect(true);
@@ -286,6 +300,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rss_returns_after_delay),
+        cmocka_unit_test(test_rss_returns_from_exited_threads),
         cmocka_unit_test(test_rss_stays_with_purge_off),
         cmocka_unit_test(test_prefault_saves_faults),
         cmocka_unit_test(test_max_memory),

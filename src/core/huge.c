@@ -177,25 +177,26 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     }
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
     size_t old = h->map_size;
+    char *old_base = h->base;   /* h lives in the mapping: gone once it moves */
     if (size == old || (size < old && size > old / 2))
         return h->user;
     if (size > old && !within_limit(size - old)) {
         errno = ENOMEM;
         return NULL;
     }
-    char *base = shoal_os_remap(h->base, old, size, NULL);
+    char *base = shoal_os_remap(old_base, old, size, NULL);
     if (base == NULL && size > old) {
         /* Move the pages to a new aligned reservation. */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
         char *target = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
-        base = target != NULL ? shoal_os_remap(h->base, old, size, target) : NULL;
+        base = target != NULL ? shoal_os_remap(old_base, old, size, target) : NULL;
         if (base == NULL) {
             if (target != NULL)
                 shoal_os_release(target, size);
             errno = ENOMEM;
             return NULL;
         }
-        shoal_chunk_set(h->base + off, SHOAL_CHUNK_NONE);
+        shoal_chunk_set(old_base + off, SHOAL_CHUNK_NONE);
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;

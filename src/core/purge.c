@@ -21,6 +21,20 @@ bool shoal_purge_pending(void)
     return atomic_load_explicit(&pending, memory_order_relaxed);
 }
 
+/* Work is pending.  The transition from none wakes the purger: whoever
+ * makes it, a free or a pass that left work behind, so the purger never
+ * sleeps while work is pending. */
+static void mark_pending(void)
+{
+    if (atomic_load_explicit(&pending, memory_order_relaxed))
+        return;                 /* no write, so frees do not fight over the line */
+    if (!atomic_exchange_explicit(&pending, true, memory_order_relaxed)) {
+        void (*wake)(void) = atomic_load_explicit(&waker, memory_order_acquire);
+        if (wake != NULL)
+            wake();
+    }
+}
+
 size_t shoal_purge_now(bool force)
 {
     /* Clear first: memory freed while the pass runs sets it again, so no
@@ -29,7 +43,7 @@ size_t shoal_purge_now(bool force)
     size_t waiting = 0;
     size_t bytes = shoal_pool_purge(force, &waiting) + shoal_huge_purge(force, &waiting);
     if (waiting != 0)
-        atomic_store_explicit(&pending, true, memory_order_relaxed);
+        mark_pending();
     return bytes;
 }
 
@@ -51,10 +65,6 @@ void shoal_purge_tick(void)
 
 void shoal_purge_note_free(void)
 {
-    if (!atomic_exchange_explicit(&pending, true, memory_order_relaxed)) {
-        void (*wake)(void) = atomic_load_explicit(&waker, memory_order_acquire);
-        if (wake != NULL)
-            wake();
-    }
+    mark_pending();
     shoal_purge_tick();
 }

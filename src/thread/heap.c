@@ -46,8 +46,10 @@ static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER
 static _Atomic size_t abandoned_count;
 static _Atomic(shoal_heap_t *) all_heaps;
 static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
-/* Frees by threads that never allocated (and so have no heap). */
+/* Frees by threads that never allocated (and so have no heap), and pages
+ * the purger gave back without one. */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
+static _Atomic uint64_t orphan_pages[SHOAL_CLASSES];
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static char *area_next, *area_end;
@@ -212,8 +214,12 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
         atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
     }
-    if (!shoal_page_remote_push(pg, b))
+    if (!shoal_page_remote_push(pg, b)) {
+        /* Into an exited thread's page: the purger can take it back. */
+        if (atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL)
+            shoal_purge_note_free();
         return;
+    }
     /* We took the FULL mark off: the owner must hear of it.  If the link is
      * busy, the page is already on its way to the owner, whose pop comes
      * after our push and so finds the block. */
@@ -264,23 +270,33 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
     return shoal_pool_claim(order, s);
 }
 
-static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
+/* The page's slots stop being a page: descriptors back to FREE. */
+static void unmake_page(shoal_page_t *pg)
 {
-    unsigned order = pg->order;
-    shoal_count(&h->stats.pages[pg->size_class], (uint64_t)-1);
-    for (unsigned i = 0; i < (1u << order); i++) {
+    for (unsigned i = 0; i < (1u << pg->order); i++) {
         pg[i].kind = SHOAL_SLOT_FREE;
         pg[i].slot_offset = 0;
     }
     atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
+}
+
+static void release_to_pool(shoal_page_t *pg)
+{
     shoal_superpage_t *sp = shoal_superpage_of(pg);
-    unsigned slot = (unsigned)(pg - sp->pages);
-    if (order == 0 && keep_in_cache && h->cached < SHOAL_PAGE_CACHE) {
-        h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
+    shoal_pool_release(sp, (unsigned)(pg - sp->pages), 1u << pg->order);
+    shoal_purge_note_free();
+}
+
+static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
+{
+    shoal_count(&h->stats.pages[pg->size_class], (uint64_t)-1);
+    unmake_page(pg);
+    if (pg->order == 0 && keep_in_cache && h->cached < SHOAL_PAGE_CACHE) {
+        shoal_superpage_t *sp = shoal_superpage_of(pg);
+        h->cache[h->cached++] = (shoal_span_t){ sp, (unsigned)(pg - sp->pages), 0, false };
         return;
     }
-    shoal_pool_release(sp, slot, 1u << order);
-    shoal_purge_note_free();
+    release_to_pool(pg);
 }
 
 static void drain_cache(shoal_heap_t *h)
@@ -337,6 +353,37 @@ static unsigned adopt(shoal_heap_t *h, unsigned max)
     }
     shoal_count(&h->stats.pages_adopted, n);
     return n;
+}
+
+void shoal_heap_reclaim_abandoned(void)
+{
+    shoal_page_t *keep = NULL;
+    size_t n = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
+    ck_stack_entry_t *e;
+    /* Popping a page makes us its only holder, as adoption would, so the
+     * owner-only collect is ours to do; its heap stays NULL meanwhile. */
+    while (n-- > 0 && (e = ck_stack_pop_mpmc(&abandoned)) != NULL) {
+        shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
+        shoal_tsan_acquire(pg);
+        shoal_page_collect(pg);
+        if (pg->used == 0 &&
+            atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+            atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&orphan_pages[pg->size_class], 1, memory_order_relaxed);
+            unmake_page(pg);
+            release_to_pool(pg);
+        } else {
+            pg->next = keep;
+            keep = pg;
+        }
+    }
+    while (keep != NULL) {
+        shoal_page_t *pg = keep;
+        keep = pg->next;
+        pg->next = NULL;
+        shoal_tsan_release(pg);
+        ck_stack_push_mpmc(&abandoned, &pg->abandoned_link);
+    }
 }
 
 /* ---- finding a page --------------------------------------------------- */
@@ -607,8 +654,9 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->adopted = 0;
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        st->allocs[c] = st->pages[c] = 0;
+        st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
+        st->pages[c] = atomic_load_explicit(&orphan_pages[c], memory_order_relaxed);
     }
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all) {

@@ -88,6 +88,10 @@ void shoal_heap_fork_prepare(void);
 void shoal_heap_fork_parent(void);
 void shoal_heap_fork_child(void);
 
+/* Give back to the pool the pages of exited threads whose blocks have all
+ * been freed since (the purger calls it: no heap needed). */
+void shoal_heap_reclaim_abandoned(void);
+
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;

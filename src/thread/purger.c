@@ -56,6 +56,7 @@ static void *purger_main(void *arg)
         struct timespec ts = { delay / 1000, (delay % 1000) * 1000000L };
         while (nanosleep(&ts, &ts) != 0) {
         }
+        shoal_heap_reclaim_abandoned();
         shoal_purge_now(false);
     }
     return NULL;

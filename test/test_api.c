@@ -1,0 +1,1110 @@
+/* The alloc_* API: every semantic shoal.h promises, with block contents
+ * checked by patterns.  Sizes cover every tier: small (page blocks up to
+ * 8 KiB), medium (page blocks up to 64 KiB), large (pool blocks up to
+ * 2 MiB) and huge (own mappings). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "shoal.h"
+#include "core/chunk_map.h"
+#include "core/huge.h"
+#include "core/layout.h"
+#include "core/pool.h"
+#include "core/size_class.h"
+
+#include "test_util.h"
+
+#ifdef UNDER_TSAN
+#define CALLOC_ROUNDS 3
+#define REMOTE_ROUNDS 3
+#else
+#define CALLOC_ROUNDS 8
+#define REMOTE_ROUNDS 10
+#endif
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define TOO_BIG ((size_t)PTRDIFF_MAX + 1)
+
+/* One size or more from each tier, and the edges between them. */
+static const size_t tier_sizes[] = {
+    1, 8, 15, 16, 17, 100, 128, 129, 1000, 4096, 8191, 8192,        /* small  */
+    8193, 10000, 32768, 65535, 65536,                               /* medium */
+    65537, 100000, 131072, 500000, 1 * MiB, 2 * MiB - 1, 2 * MiB,   /* large  */
+    2 * MiB + 1, 3 * MiB, 4 * MiB, 4 * MiB + 1, 10 * MiB, 33 * MiB, /* huge   */
+};
+#define N_TIER_SIZES (sizeof tier_sizes / sizeof tier_sizes[0])
+
+/* ---- patterns --------------------------------------------------------- */
+
+static uint64_t mix(uint64_t i, uint64_t seed)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15u ^ seed;
+    x ^= x >> 29;
+    return x * 0xbf58476d1ce4e5b9u;
+}
+
+static void fill_pat(void *p, size_t n, uint64_t seed)
+{
+    unsigned char *c = p;
+    size_t w = n / 8;
+    for (size_t i = 0; i < w; i++) {
+        uint64_t v = mix(i, seed);
+        memcpy(c + 8 * i, &v, 8);
+    }
+    if (n % 8 != 0) {
+        uint64_t v = mix(w, seed);
+        memcpy(c + 8 * w, &v, n % 8);
+    }
+}
+
+/* Offset of the first byte of [p, p+n) that differs, or n. */
+static size_t pat_mismatch(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *c = p;
+    size_t w = n / 8;
+    for (size_t i = 0; i < w; i++) {
+        uint64_t v = mix(i, seed), got;
+        memcpy(&got, c + 8 * i, 8);
+        if (got != v)
+            return 8 * i;
+    }
+    if (n % 8 != 0) {
+        uint64_t v = mix(w, seed);
+        if (memcmp(c + 8 * w, &v, n % 8) != 0)
+            return 8 * w;
+    }
+    return n;
+}
+
+#define assert_pattern(p, n, seed)                                            \
+    do {                                                                      \
+        size_t n_ = (n);                                                      \
+        size_t at_ = pat_mismatch((p), n_, (seed));                           \
+        if (at_ != n_)                                                        \
+            fail_msg("pattern broken at byte %zu of %zu", at_, n_);           \
+    } while (0)
+
+static size_t zero_mismatch(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, c + i, 8);
+        if (w != 0)
+            break;
+    }
+    for (; i < n; i++)
+        if (c[i] != 0)
+            return i;
+    return n;
+}
+
+#define assert_zeroed(p, n)                                                   \
+    do {                                                                      \
+        size_t n_ = (n);                                                      \
+        size_t at_ = zero_mismatch((p), n_);                                  \
+        if (at_ != n_)                                                        \
+            fail_msg("byte %zu of %zu is not zero", at_, n_);                 \
+    } while (0)
+
+static alloc_stats_t stats(void)
+{
+    alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st;
+}
+
+/* The page descriptor a small or medium block lives on. */
+static shoal_page_t *page_of(const void *p)
+{
+    shoal_page_t *d = shoal_slot_desc(p);
+    return d - d->slot_offset;
+}
+
+/* Capture what shoal writes on stderr (its fault messages). */
+static int saved_stderr = -1;
+static FILE *capture;
+
+static void capture_begin(void)
+{
+    capture = tmpfile();
+    assert_non_null(capture);
+    saved_stderr = dup(2);
+    assert_true(saved_stderr >= 0);
+    assert_true(dup2(fileno(capture), 2) >= 0);
+}
+
+/* Ends the capture; returns whether anything was written, and copies it. */
+static bool capture_end(char *buf, size_t cap)
+{
+    assert_true(dup2(saved_stderr, 2) >= 0);
+    close(saved_stderr);
+    rewind(capture);
+    size_t n = fread(buf, 1, cap - 1, capture);
+    buf[n] = '\0';
+    fclose(capture);
+    return n != 0;
+}
+
+/* ---- malloc(0), free(NULL), too big ------------------------------------ */
+
+static void test_malloc_zero_unique(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    void *p[N + 5];
+    for (int i = 0; i < N; i++) {
+        p[i] = alloc_malloc(0);
+        assert_non_null(p[i]);
+    }
+    p[N] = alloc_calloc(0, 1);
+    p[N + 1] = alloc_calloc(1, 0);
+    p[N + 2] = alloc_calloc(0, SIZE_MAX);               /* 0 bytes, no overflow */
+    p[N + 3] = alloc_realloc(NULL, 0);
+    p[N + 4] = alloc_aligned(64, 0);
+    for (int i = 0; i < N + 5; i++) {
+        assert_non_null(p[i]);
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(p[i], p[j]);
+        /* Whatever usable size it has is ours alone. */
+        size_t u = alloc_usable_size(p[i]);
+        fill_pat(p[i], u, (uint64_t)i);
+    }
+    assert_int_equal((uintptr_t)p[N + 4] % 64, 0);
+    for (int i = 0; i < N + 5; i++)
+        assert_pattern(p[i], alloc_usable_size(p[i]), (uint64_t)i);
+    for (int i = 0; i < N + 5; i++)
+        alloc_free(p[i]);
+}
+
+static void test_free_null_is_noop(void **state)
+{
+    (void)state;
+    void *keep = alloc_malloc(100);                     /* a heap exists */
+    alloc_stats_t a = stats();
+    alloc_free(NULL);
+    alloc_free_sized(NULL, 0);
+    alloc_free_sized(NULL, 12345);
+    alloc_stats_t b = stats();
+    assert_int_equal(a.pool_claims, b.pool_claims);
+    assert_int_equal(a.pool_releases, b.pool_releases);
+    assert_int_equal(a.pool_slots_used, b.pool_slots_used);
+    assert_int_equal(a.huge_live, b.huge_live);
+    assert_int_equal(alloc_usable_size(NULL), 0);
+    /* realloc(NULL, n) is malloc(n). */
+    unsigned char *p = alloc_realloc(NULL, 300);
+    assert_non_null(p);
+    assert_true(alloc_usable_size(p) >= 300);
+    fill_pat(p, 300, 3);
+    unsigned char *q = alloc_reallocarray(NULL, 30, 10);
+    assert_non_null(q);
+    assert_true(alloc_usable_size(q) >= 300);
+    fill_pat(q, 300, 4);
+    assert_pattern(p, 300, 3);
+    alloc_free(p);
+    alloc_free(q);
+    alloc_free(keep);
+}
+
+#define assert_enomem(expr)                                                   \
+    do {                                                                      \
+        errno = 0;                                                            \
+        void *r_ = (expr);                                                    \
+        if (r_ != NULL)                                                       \
+            fail_msg("%s gave %p, not NULL", #expr, r_);                      \
+        if (errno != ENOMEM)                                                  \
+            fail_msg("%s: errno %d, not ENOMEM", #expr, errno);               \
+    } while (0)
+
+static void test_too_big_is_enomem(void **state)
+{
+    (void)state;
+    size_t huge_live = stats().huge_live;
+    assert_enomem(alloc_malloc(TOO_BIG));
+    assert_enomem(alloc_malloc(SIZE_MAX));
+    assert_enomem(alloc_malloc(SIZE_MAX - 4095));
+    assert_enomem(alloc_malloc((size_t)PTRDIFF_MAX));   /* allowed, but no such memory */
+    assert_enomem(alloc_malloc((size_t)PTRDIFF_MAX - 3 * 65536));
+    assert_enomem(alloc_calloc(1, TOO_BIG));
+    assert_enomem(alloc_calloc(TOO_BIG, 1));
+    assert_enomem(alloc_calloc(SIZE_MAX, 2));           /* overflows */
+    assert_enomem(alloc_calloc(2, SIZE_MAX / 2 + 1));
+    assert_enomem(alloc_calloc((size_t)1 << 32, (size_t)1 << 32));
+    assert_enomem(alloc_calloc(SIZE_MAX, SIZE_MAX));
+    assert_enomem(alloc_reallocarray(NULL, SIZE_MAX, 2));
+    assert_enomem(alloc_reallocarray(NULL, (size_t)1 << 40, (size_t)1 << 24));
+    assert_enomem(alloc_aligned(64, SIZE_MAX));
+    assert_enomem(alloc_aligned(4096, TOO_BIG));
+    assert_enomem(alloc_aligned(2 * MiB, SIZE_MAX - 100));
+    assert_enomem(alloc_aligned(64 * MiB, TOO_BIG));
+    /* A power of two, so not EINVAL, but not a block anyone can have. */
+    assert_enomem(alloc_aligned((size_t)1 << 63, 1));
+    assert_enomem(alloc_aligned((size_t)1 << 62, 1));
+    /* Nothing leaked from the failures. */
+    assert_int_equal(stats().huge_live, huge_live);
+}
+
+/* ---- alignment ------------------------------------------------------- */
+
+static void check_aligned_block(void *p, size_t align, size_t n, uint64_t seed)
+{
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % align, 0);
+    assert_int_equal((uintptr_t)p % SHOAL_ALIGN, 0);
+    size_t u = alloc_usable_size(p);
+    assert_true(u >= n);
+    if (u <= 4 * MiB) {
+        fill_pat(p, u, seed);
+    } else {
+        /* Big: the first and last pages of the request and the last usable byte. */
+        fill_pat(p, 4096, seed);
+        fill_pat((char *)p + n - 4096, 4096, seed + 1);
+        if (u > n)
+            ((volatile char *)p)[u - 1] = (char)seed;
+    }
+}
+
+static void recheck_aligned_block(void *p, size_t n, uint64_t seed)
+{
+    size_t u = alloc_usable_size(p);
+    if (u <= 4 * MiB) {
+        assert_pattern(p, u, seed);
+    } else {
+        assert_pattern(p, 4096, seed);
+        assert_pattern((char *)p + n - 4096, 4096, seed + 1);
+        if (u > n)
+            assert_int_equal(((volatile char *)p)[u - 1], (char)seed);
+    }
+}
+
+/* Every power of two from 1 to 1 GiB, with sizes below, at and above it;
+ * blocks of one alignment are live together, so overlaps show. */
+static void test_aligned_every_power_of_two(void **state)
+{
+    (void)state;
+    for (unsigned shift = 0; shift <= 30; shift++) {
+        size_t a = (size_t)1 << shift;
+        size_t sizes[5] = { 1, a / 2 + 1, a, a + 1, 3 * a };
+        unsigned nsizes = a <= 64 * MiB ? 5 : 3;        /* up to a for the largest */
+        void *p[5];
+        for (unsigned i = 0; i < nsizes; i++) {
+            p[i] = alloc_aligned(a, sizes[i]);
+            if (p[i] == NULL)
+                fail_msg("alloc_aligned(%zu, %zu) failed, errno %d", a, sizes[i], errno);
+            check_aligned_block(p[i], a, sizes[i], shift * 8 + i);
+        }
+        for (unsigned i = 0; i < nsizes; i++)
+            recheck_aligned_block(p[i], sizes[i], shift * 8 + i);
+        for (unsigned i = 0; i < nsizes; i++)
+            alloc_free(p[i]);
+    }
+    alloc_collect(true);
+}
+
+/* Small aligned requests, many live at once from shared pages. */
+static void test_aligned_many_small(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    void *p[N];
+    for (size_t a = 32; a <= 64 * KiB; a *= 2) {
+        for (int i = 0; i < N; i++) {
+            size_t n = 1 + (size_t)(i * 37) % (a < 4096 ? 3 * a : a);
+            p[i] = alloc_aligned(a, n);
+            check_aligned_block(p[i], a, n, a + (size_t)i);
+        }
+        for (int i = 0; i < N; i++) {
+            recheck_aligned_block(p[i], 0, a + (size_t)i);
+            alloc_free(p[i]);
+        }
+    }
+}
+
+static void test_aligned_bad_alignment_is_einval(void **state)
+{
+    (void)state;
+    static const size_t bad[] = {
+        0, 3, 5, 6, 7, 9, 12, 24, 48, 96, 100, 1000, 4095, 4097,
+        ((size_t)1 << 20) + 1, (size_t)3 << 20, ((size_t)1 << 63) + 1, SIZE_MAX,
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        errno = 0;
+        void *p = alloc_aligned(bad[i], 64);
+        if (p != NULL)
+            fail_msg("alignment %zu gave %p", bad[i], p);
+        assert_int_equal(errno, EINVAL);
+        errno = 0;
+        assert_null(alloc_aligned(bad[i], 0));
+        assert_int_equal(errno, EINVAL);
+    }
+}
+
+/* ---- usable size ------------------------------------------------------ */
+
+static void test_usable_size_is_writable(void **state)
+{
+    (void)state;
+    void *p[N_TIER_SIZES];
+    for (size_t i = 0; i < N_TIER_SIZES; i++) {
+        size_t n = tier_sizes[i];
+        p[i] = alloc_malloc(n);
+        assert_non_null(p[i]);
+        size_t u = alloc_usable_size(p[i]);
+        if (u < n)
+            fail_msg("usable %zu < requested %zu", u, n);
+        if (n <= SHOAL_MEDIUM_MAX)          /* no padding beyond the size class */
+            assert_int_equal(u, shoal_class_size(shoal_size_to_class(n)));
+        else if (n <= SHOAL_LARGE_MAX)      /* one power-of-two pool block */
+            assert_true(u < 2 * n);
+        fill_pat(p[i], u, 1000 + i);
+    }
+    for (size_t i = 0; i < N_TIER_SIZES; i++) {
+        assert_pattern(p[i], alloc_usable_size(p[i]), 1000 + i);
+        alloc_free(p[i]);
+    }
+    /* calloc and aligned blocks, too. */
+    for (size_t i = 0; i < N_TIER_SIZES; i++) {
+        size_t n = tier_sizes[i];
+        void *c = alloc_calloc(1, n);
+        assert_non_null(c);
+        size_t u = alloc_usable_size(c);
+        assert_true(u >= n);
+        fill_pat(c, u, i);
+        assert_pattern(c, u, i);
+        alloc_free(c);
+    }
+}
+
+/* ---- realloc ---------------------------------------------------------- */
+
+static void *realloc_checked(void *p, size_t old, size_t n, uint64_t *seed)
+{
+    void *q = alloc_realloc(p, n);
+    if (q == NULL)
+        fail_msg("realloc %zu -> %zu failed, errno %d", old, n, errno);
+    size_t keep = old < n ? old : n;
+    size_t at = pat_mismatch(q, keep, *seed);
+    if (at != keep)
+        fail_msg("realloc %zu -> %zu lost byte %zu", old, n, at);
+    assert_true(alloc_usable_size(q) >= n);
+    *seed += 1;
+    fill_pat(q, n, *seed);
+    return q;
+}
+
+/* Up through every tier and back down, then jumps across several tiers at
+ * once: the bytes common to both sizes survive every move. */
+static void test_realloc_keeps_contents(void **state)
+{
+    (void)state;
+    /* Huge blocks growing into bigger huge blocks are left to
+     * test_realloc_huge_grows; every other transition is here. */
+    static const size_t seq[] = {
+        1, 24, 200, 5000, 8192, 8193, 40000, 65536, 65537, 300000, 2 * MiB,
+        2 * MiB + 1,                                                /* up */
+        2 * MiB, 1 * MiB, 70000, 65536, 9000, 8000, 300, 16, 1,     /* down */
+        40 * MiB, 30 * MiB, 12 * MiB, 3 * MiB, 1, 2 * MiB, 100, 8193, 3 * MiB, 65537,
+        5 * MiB, 2 * MiB - 1, 20 * MiB, 64 * KiB, 1 * MiB, 7,       /* jumps */
+    };
+    uint64_t seed = 77;
+    void *p = NULL;
+    size_t cur = 0;
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        p = realloc_checked(p, cur, seq[i], &seed);
+        cur = seq[i];
+        /* The same size again changes nothing. */
+        p = realloc_checked(p, cur, cur, &seed);
+    }
+    alloc_free(p);
+
+    /* Aligned blocks of every tier move and resize with their contents
+     * (realloc need not keep the alignment). */
+    static const size_t aligned[][2] = {
+        { 256, 3000 }, { 64 * KiB, 40000 }, { 1 * MiB, 700 * KiB }, { 8 * MiB, 5 * MiB },
+    };
+    for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
+        size_t n = aligned[i][1];
+        p = alloc_aligned(aligned[i][0], n);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % aligned[i][0], 0);
+        fill_pat(p, n, ++seed);
+        p = realloc_checked(p, n, n / 2, &seed);
+        p = realloc_checked(p, n / 2, n < 4 * MiB ? 40 * MiB : 1000, &seed);
+        p = realloc_checked(p, n < 4 * MiB ? 40 * MiB : 1000, 3 * n, &seed);
+        alloc_free(p);
+    }
+
+    /* Many small blocks resized in turn, interleaved. */
+    enum { N = 64 };
+    void *b[N];
+    size_t sz[N];
+    uint64_t sd[N];
+    for (int i = 0; i < N; i++) {
+        sz[i] = 16 + (size_t)i * 40;
+        sd[i] = 5000 + (uint64_t)i * 1000;
+        b[i] = alloc_malloc(sz[i]);
+        fill_pat(b[i], sz[i], sd[i]);
+    }
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < N; i++) {
+            size_t n = round % 2 == 0 ? sz[i] * 3 + 7 : sz[i] / 2 + 1;
+            b[i] = realloc_checked(b[i], sz[i], n, &sd[i]);
+            sz[i] = n;
+        }
+        for (int i = 0; i < N; i++)
+            assert_pattern(b[i], sz[i], sd[i]);
+    }
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+}
+
+/* A huge block grows into a bigger one: in place when the address space
+ * after its mapping is free, else by moving the pages to a new mapping.
+ * A page mapped right after the block forces the move. */
+static void test_realloc_huge_grows(void **state)
+{
+    (void)state;
+    uint64_t seed = 300;
+    static const size_t aligns[] = { 0, 8 * MiB };
+    for (int a = 0; a < 2; a++) {
+        size_t n = 3 * MiB;
+        char *p = aligns[a] ? alloc_aligned(aligns[a], n) : alloc_malloc(n);
+        assert_non_null(p);
+        fill_pat(p, n, ++seed);
+        for (size_t m = 6 * MiB; m <= 96 * MiB; m *= 4) {
+            /* Block the address space after the mapping. */
+            shoal_huge_t *h = shoal_huge_of(p, shoal_chunk_of(p));
+            assert_non_null(h);
+            char *end = h->base + h->map_size;
+            void *guard = mmap(end, 4096, PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            p = realloc_checked(p, n, m, &seed);
+            if (guard != MAP_FAILED) {
+                assert_ptr_equal(guard, end);
+                assert_int_equal(munmap(guard, 4096), 0);
+            }
+            n = m;
+            if (aligns[a])
+                assert_int_equal((uintptr_t)p % aligns[a], 0);
+        }
+        /* Freed normally, and the old address is not a block any more. */
+        alloc_free(p);
+    }
+    /* Growth with no guard (in place when the kernel allows). */
+    char *p = alloc_malloc(4 * MiB);
+    size_t n = 4 * MiB;
+    fill_pat(p, n, ++seed);
+    for (size_t m = 5 * MiB; m <= 40 * MiB; m += 7 * MiB) {
+        p = realloc_checked(p, n, m, &seed);
+        n = m;
+    }
+    alloc_free(p);
+}
+
+/* A large block shrinks where it is, and grows where it is when the slots
+ * after it are free.  Purging is off meanwhile: a purge pass borrows free
+ * slots for the length of an madvise, and a pass of the background purger
+ * already under way may still run once, so the cycle is tried again if
+ * the one grow that must be in place was not (a real failure fails every
+ * time). */
+static bool large_in_place_cycle(void)
+{
+    char *p = alloc_malloc(2 * MiB);
+    assert_non_null(p);
+    assert_int_equal(alloc_usable_size(p), 2 * MiB);
+    fill_pat(p, 2 * MiB, 1);
+    char *q = alloc_realloc(p, 100 * KiB);
+    assert_ptr_equal(q, p);
+    assert_int_equal(alloc_usable_size(p), 128 * KiB);
+    assert_pattern(p, 100 * KiB, 1);
+    /* The upper slots were just given back: growing takes them again. */
+    q = alloc_realloc(p, 2 * MiB);
+    assert_non_null(q);
+    assert_pattern(q, 100 * KiB, 1);
+    if (q != p) {
+        alloc_free(q);
+        return false;
+    }
+    assert_int_equal(alloc_usable_size(p), 2 * MiB);
+    fill_pat(p, 2 * MiB, 2);
+    q = alloc_realloc(p, 300 * KiB);
+    assert_ptr_equal(q, p);
+    assert_pattern(p, 300 * KiB, 2);
+    q = alloc_realloc(p, 500 * KiB);                    /* same block */
+    assert_ptr_equal(q, p);
+    assert_pattern(p, 300 * KiB, 2);
+    fill_pat(p, 500 * KiB, 3);
+    q = alloc_realloc(p, 1 * MiB + 1);                  /* grows to 2 MiB */
+    assert_non_null(q);
+    assert_pattern(q, 500 * KiB, 3);
+    if (q != p) {
+        alloc_free(q);
+        return false;
+    }
+    fill_pat(p, 1 * MiB + 1, 4);
+    assert_pattern(p, 1 * MiB + 1, 4);
+    alloc_free(p);
+    return true;
+}
+
+static void test_realloc_large_in_place(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    int tries = 0;
+    while (!large_in_place_cycle())
+        assert_true(++tries < 3);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
+/* A failed realloc returns NULL and leaves the block as it was: too big a
+ * size, an overflowing reallocarray, or MAX_MEMORY in the way. */
+static void test_realloc_failure_leaves_block(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = { 100, 20000, 300 * KiB, 5 * MiB };
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = alloc_malloc(sizes[i]);
+        assert_non_null(p[i]);
+        fill_pat(p[i], sizes[i], 900 + i);
+    }
+    for (int i = 0; i < 4; i++) {
+        size_t u = alloc_usable_size(p[i]);
+        assert_enomem(alloc_realloc(p[i], TOO_BIG));
+        assert_enomem(alloc_realloc(p[i], SIZE_MAX));
+        assert_enomem(alloc_reallocarray(p[i], SIZE_MAX / 2, 3));
+        assert_enomem(alloc_reallocarray(p[i], TOO_BIG, 1));
+        assert_int_equal(alloc_usable_size(p[i]), u);
+        assert_pattern(p[i], sizes[i], 900 + i);
+    }
+
+    /* MAX_MEMORY: room for nothing new (less than a superpage). */
+    long saved = alloc_option_get(ALLOC_OPTION_MAX_MEMORY);
+    alloc_collect(true);        /* no cached mapping to unmap and make room */
+    alloc_stats_t st = stats();
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)(st.mapped + 1 * MiB)), 0);
+    assert_enomem(alloc_malloc(64 * MiB));
+    for (int i = 0; i < 4; i++) {
+        size_t u = alloc_usable_size(p[i]);
+        assert_enomem(alloc_realloc(p[i], 64 * MiB));
+        assert_enomem(alloc_reallocarray(p[i], 64, MiB));
+        assert_int_equal(alloc_usable_size(p[i]), u);
+        assert_pattern(p[i], sizes[i], 900 + i);
+    }
+    assert_true(stats().mapped <= st.mapped);          /* nothing new was mapped */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+    /* Lifted: the same requests work and keep the contents (a huge block
+     * growing is test_realloc_huge_grows' business). */
+    for (int i = 0; i < 4; i++) {
+        void *q = i < 3 ? alloc_realloc(p[i], 64 * MiB) : p[i];
+        assert_non_null(q);
+        assert_pattern(q, sizes[i], 900 + i);
+        alloc_free(q);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, saved), 0);
+}
+
+/* Under MAX_MEMORY every tier fails with ENOMEM once the pool is full,
+ * nothing beyond the limit is mapped, and lifting the limit helps. */
+static void test_max_memory_enomem(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_MAX_MEMORY);
+    void *first = alloc_malloc(100);                /* something is mapped */
+    assert_non_null(first);
+    alloc_collect(true);
+    alloc_stats_t st = stats();
+    size_t limit = st.mapped;
+    assert_true(limit > 0);                         /* 0 would mean unlimited */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)limit), 0);
+    assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), (long)limit);
+    size_t cap = 1 << 20, n = 0;
+    void **live = malloc(cap * sizeof *live);
+    assert_non_null(live);
+    /* Largest first, so the small ones only fill the gaps. */
+    static const size_t sizes[] = { 1 * MiB, 60000, 100 };
+    for (int s = 0; s < 3; s++) {
+        for (;;) {
+            assert_true(n < cap);
+            errno = 0;
+            void *p = alloc_malloc(sizes[s]);
+            if (p == NULL) {
+                assert_int_equal(errno, ENOMEM);
+                break;
+            }
+            *(volatile char *)p = 1;
+            live[n++] = p;
+            if (n % 256 == 0)
+                assert_true(stats().mapped <= limit);   /* fail fast, not at the cap */
+        }
+    }
+    assert_enomem(alloc_malloc(8 * MiB));
+    assert_enomem(alloc_calloc(1, 300 * KiB));
+    assert_enomem(alloc_aligned(4 * MiB, 1));
+    assert_true(stats().mapped <= limit);
+    /* Room again once a block is back, or the limit lifted. */
+    alloc_free(live[0]);                            /* a 1 MiB block */
+    void *p = alloc_malloc(1 * MiB);
+    assert_non_null(p);
+    alloc_free(p);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+    p = alloc_malloc(8 * MiB);
+    assert_non_null(p);
+    alloc_free(p);
+    for (size_t i = 1; i < n; i++)
+        alloc_free(live[i]);
+    free(live);
+    alloc_free(first);
+    alloc_collect(true);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, saved), 0);
+}
+
+static void test_reallocarray(void **state)
+{
+    (void)state;
+    unsigned char *p = alloc_reallocarray(NULL, 10, 100);
+    assert_non_null(p);
+    fill_pat(p, 1000, 11);
+    p = alloc_reallocarray(p, 100, 100);
+    assert_non_null(p);
+    assert_true(alloc_usable_size(p) >= 10000);
+    assert_pattern(p, 1000, 11);
+    fill_pat(p, 10000, 12);
+    p = alloc_reallocarray(p, 3, 1000);
+    assert_non_null(p);
+    assert_pattern(p, 3000, 12);
+    assert_enomem(alloc_reallocarray(p, (size_t)1 << 33, (size_t)1 << 33));
+    assert_pattern(p, 3000, 12);
+    alloc_free(p);
+}
+
+/* ---- calloc ----------------------------------------------------------- */
+
+/* Dirty a block of n bytes, free it, and calloc the same size: zero, for
+ * a block reused at once and for several freed together. */
+static void calloc_after_dirty(size_t n, int rounds)
+{
+    enum { BATCH = 12 };
+    int batch = n > 1 * MiB ? 3 : BATCH;
+    for (int r = 0; r < rounds; r++) {
+        void *p = alloc_malloc(n);
+        assert_non_null(p);
+        memset(p, 0xaa, alloc_usable_size(p));
+        alloc_free(p);
+        void *q;
+        switch (r % 3) {
+        case 0: q = alloc_calloc(1, n); break;
+        case 1: q = alloc_calloc(n, 1); break;
+        default: q = n % 8 == 0 ? alloc_calloc(n / 8, 8) : alloc_calloc(1, n); break;
+        }
+        assert_non_null(q);
+        assert_zeroed(q, n);
+        memset(q, 0xaa, alloc_usable_size(q));
+        alloc_free(q);
+
+        void *b[BATCH];
+        for (int i = 0; i < batch; i++) {
+            b[i] = alloc_malloc(n);
+            assert_non_null(b[i]);
+            memset(b[i], 0xaa, alloc_usable_size(b[i]));
+        }
+        for (int i = 0; i < batch; i++)
+            alloc_free(b[i]);
+        for (int i = 0; i < batch; i++) {
+            b[i] = alloc_calloc(1, n);
+            assert_non_null(b[i]);
+            assert_zeroed(b[i], n);
+            memset(b[i], 0xaa, alloc_usable_size(b[i]));
+        }
+        for (int i = 0; i < batch; i++)
+            alloc_free(b[i]);
+    }
+}
+
+static void test_calloc_zero_after_dirty_free(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    /* Never purged (dirty memory is reused), purged at once (fresh memory
+     * and cache misses), and the default. */
+    static const long delays[] = { -1, 0, 10 };
+    for (int d = 0; d < 3; d++) {
+        assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delays[d]), 0);
+        for (size_t i = 0; i < N_TIER_SIZES; i++)
+            calloc_after_dirty(tier_sizes[i], tier_sizes[i] > 8 * MiB   ? 1
+                                              : tier_sizes[i] > 1 * MiB ? 2
+                                                                        : CALLOC_ROUNDS);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
+/* Blocks freed by other threads (remote frees, and a page left behind by
+ * an exited thread) come back zeroed from calloc. */
+typedef struct handoff_s {
+    void **blocks;
+    size_t n, size;
+    bool allocate;          /* the thread allocates (and dirties) instead */
+} handoff_t;
+
+static void *free_them(void *arg)
+{
+    handoff_t *h = arg;
+    if (h->allocate) {
+        /* Make them, dirty them, free every other one here; the rest stay
+         * live when this thread exits. */
+        for (size_t i = 0; i < h->n; i++) {
+            h->blocks[i] = alloc_malloc(h->size);
+            if (h->blocks[i] != NULL)
+                memset(h->blocks[i], 0xaa, h->size);
+        }
+        for (size_t i = 0; i < h->n; i += 2) {
+            alloc_free(h->blocks[i]);
+            h->blocks[i] = NULL;
+        }
+        return NULL;
+    }
+    for (size_t i = 0; i < h->n; i++)
+        alloc_free(h->blocks[i]);
+    return NULL;
+}
+
+static void test_calloc_zero_after_remote_free(void **state)
+{
+    (void)state;
+    enum { N = 1500 };
+    static void *blocks[N];
+    static const size_t sizes[] = { 16, 48, 1000, 8192, 20000, 65536 };
+    for (int r = 0; r < REMOTE_ROUNDS; r++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            size_t n = sizes[s], count = n > 8192 ? 60 : N;
+            /* We allocate and dirty, another thread frees. */
+            for (size_t i = 0; i < count; i++) {
+                blocks[i] = alloc_malloc(n);
+                assert_non_null(blocks[i]);
+                memset(blocks[i], 0xaa, n);
+            }
+            handoff_t h = { blocks, count, n, false };
+            pthread_t t;
+            assert_int_equal(pthread_create(&t, NULL, free_them, &h), 0);
+            pthread_join(t, NULL);
+            for (size_t i = 0; i < count; i++) {
+                blocks[i] = alloc_calloc(1, n);
+                assert_non_null(blocks[i]);
+                assert_zeroed(blocks[i], n);
+                memset(blocks[i], 0xaa, n);
+            }
+            for (size_t i = 0; i < count; i++)
+                alloc_free(blocks[i]);
+
+            /* Another thread allocates, dirties and exits; we free what it
+             * left and calloc from its abandoned pages. */
+            handoff_t g = { blocks, count, n, true };
+            assert_int_equal(pthread_create(&t, NULL, free_them, &g), 0);
+            pthread_join(t, NULL);
+            for (size_t i = 1; i < count; i += 2) {
+                assert_non_null(blocks[i]);
+                alloc_free(blocks[i]);
+            }
+            for (size_t i = 0; i < count; i++) {
+                blocks[i] = n % 16 == 0 ? alloc_calloc(n / 16, 16) : alloc_calloc(n, 1);
+                assert_non_null(blocks[i]);
+                assert_zeroed(blocks[i], n);
+                memset(blocks[i], 0xaa, n);
+            }
+            for (size_t i = 0; i < count; i++)
+                alloc_free(blocks[i]);
+        }
+    }
+}
+
+/* ---- huge blocks -------------------------------------------------------- */
+
+/* The same huge size allocated and freed again and again reuses the one
+ * cached mapping: no new mappings, the same address. */
+static void test_huge_cache_reuse(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    static const size_t sizes[] = { 3 * MiB, 8 * MiB, 64 * MiB };
+    for (int s = 0; s < 3; s++) {
+        size_t n = sizes[s];
+        alloc_collect(true);                            /* empty cache */
+        assert_int_equal(stats().huge_cached, 0);
+        char *first = alloc_malloc(n);
+        assert_non_null(first);
+        fill_pat(first, 4096, 1);
+        fill_pat(first + n - 4096, 4096, 2);
+        alloc_free(first);
+        alloc_stats_t base = stats();
+        assert_int_equal(base.huge_cached, 1);
+        for (int i = 0; i < 40; i++) {
+            size_t m = i % 4 == 3 ? n - n / 4 : n;      /* a bit smaller fits too */
+            char *p = i % 2 ? alloc_calloc(1, m) : alloc_malloc(m);
+            assert_ptr_equal(p, first);
+            if (i % 2) {
+                assert_zeroed(p, 4096);
+                assert_zeroed(p + m - 4096, 4096);
+            }
+            fill_pat(p, 4096, 1);
+            fill_pat(p + m - 4096, 4096, 2);
+            alloc_stats_t st = stats();
+            assert_int_equal(st.huge_live, base.huge_live + 1);
+            assert_int_equal(st.huge_cached, 0);
+            assert_int_equal(st.mapped, base.mapped);
+            alloc_free(p);
+            st = stats();
+            assert_int_equal(st.huge_cached, 1);
+            assert_int_equal(st.mapped, base.mapped);
+        }
+    }
+    alloc_collect(true);
+    assert_int_equal(stats().huge_cached, 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
+/* ---- free_sized --------------------------------------------------------- */
+
+/* Two blocks of size n on the same page (small and medium). */
+static void pair_on_one_page(size_t n, void **a, void **b)
+{
+    void *spare[64];
+    int nspare = 0;
+    *a = alloc_malloc(n);
+    *b = alloc_malloc(n);
+    while (page_of(*a) != page_of(*b)) {
+        assert_true(nspare < 64);
+        spare[nspare++] = *a;
+        *a = *b;
+        *b = alloc_malloc(n);
+    }
+    while (nspare > 0)
+        alloc_free(spare[--nspare]);
+}
+
+static void test_free_sized(void **state)
+{
+    (void)state;
+    char msg[512];
+    /* Faults warn instead of aborting, so a refused free shows up here. */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_WARN), 0);
+    for (size_t i = 0; i < N_TIER_SIZES; i++) {
+        size_t n = tier_sizes[i];
+        if (n <= SHOAL_MEDIUM_MAX) {
+            void *a, *b;
+            pair_on_one_page(n, &a, &b);
+            shoal_page_t *pg = page_of(a);
+            uint32_t used = pg->used;
+            fill_pat(b, n, i);
+            capture_begin();
+            alloc_free_sized(a, n);
+            if (capture_end(msg, sizeof msg))
+                fail_msg("free_sized(%zu): %s", n, msg);
+            assert_int_equal(pg->used, used - 1);
+            assert_pattern(b, n, i);
+            alloc_free_sized(b, n);
+            /* calloc'd: the product is the size. */
+            void *c = alloc_calloc(n, 1);
+            capture_begin();
+            alloc_free_sized(c, n);
+            if (capture_end(msg, sizeof msg))
+                fail_msg("free_sized(calloc %zu): %s", n, msg);
+        } else {
+            void *p = alloc_malloc(n);
+            assert_non_null(p);
+            alloc_stats_t before = stats();
+            capture_begin();
+            alloc_free_sized(p, n);
+            if (capture_end(msg, sizeof msg))
+                fail_msg("free_sized(%zu): %s", n, msg);
+            alloc_stats_t after = stats();
+            if (n <= SHOAL_LARGE_MAX)
+                assert_true(after.pool_slots_used < before.pool_slots_used);
+            else
+                assert_int_equal(after.huge_live, before.huge_live - 1);
+        }
+    }
+    /* malloc(0) is freed with size 0. */
+    void *z0 = alloc_malloc(0), *z1 = alloc_malloc(0);
+    capture_begin();
+    alloc_free_sized(z0, 0);
+    alloc_free_sized(z1, 0);
+    if (capture_end(msg, sizeof msg))
+        fail_msg("free_sized(malloc(0), 0): %s", msg);
+    /* A wrong size is refused (with a message) and the block stays. */
+    void *a, *b;
+    pair_on_one_page(100, &a, &b);
+    fill_pat(a, 100, 55);
+    uint32_t used = page_of(a)->used;
+    capture_begin();
+    alloc_free_sized(a, 5000);
+    assert_true(capture_end(msg, sizeof msg));
+    assert_non_null(strstr(msg, "free_sized"));
+    assert_int_equal(page_of(a)->used, used);
+    assert_pattern(a, 100, 55);
+    alloc_free(a);
+    alloc_free(b);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_ABORT), 0);
+}
+
+/* C23: free_sized(p, n) is valid for p = realloc(q, n).  A realloc that
+ * shrinks a block in place keeps its old class (or order); the size the
+ * block was last requested with must still be accepted. */
+static void test_free_sized_after_realloc(void **state)
+{
+    (void)state;
+    char msg[512];
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_WARN), 0);
+    static const size_t pairs[][2] = {
+        { 1000, 600 }, { 8192, 5000 }, { 60000, 40000 }, { 2 * MiB, 100 * KiB },
+        { 10 * MiB, 6 * MiB },
+    };
+    int refused = 0;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        void *keep = alloc_malloc(pairs[i][0]);         /* keeps the page alive */
+        void *p = alloc_malloc(pairs[i][0]);
+        assert_non_null(p);
+        fill_pat(p, pairs[i][1], i);
+        p = alloc_realloc(p, pairs[i][1]);
+        assert_non_null(p);
+        assert_pattern(p, pairs[i][1], i);
+        capture_begin();
+        alloc_free_sized(p, pairs[i][1]);
+        if (capture_end(msg, sizeof msg)) {
+            print_error("free_sized(realloc(malloc(%zu), %zu), %zu) refused: %s", pairs[i][0],
+                        pairs[i][1], pairs[i][1], msg);
+            refused++;
+        }
+        alloc_free(keep);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_ABORT), 0);
+    assert_int_equal(refused, 0);
+}
+
+/* ---- collect ------------------------------------------------------------ */
+
+static void test_collect_returns_memory(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    enum { NS = 3000, NM = 100, NL = 16, NH = 2 };
+    static void *s[NS], *m[NM], *l[NL], *h[NH];
+    for (int i = 0; i < NS; i++) {
+        s[i] = alloc_malloc(700);
+        fill_pat(s[i], 700, (uint64_t)i);
+    }
+    for (int i = 0; i < NM; i++) {
+        m[i] = alloc_malloc(30000);
+        fill_pat(m[i], 30000, (uint64_t)i);
+    }
+    for (int i = 0; i < NL; i++) {
+        l[i] = alloc_malloc(300 * KiB);
+        fill_pat(l[i], 300 * KiB, (uint64_t)i);
+    }
+    for (int i = 0; i < NH; i++) {
+        h[i] = alloc_malloc(12 * MiB);
+        fill_pat(h[i], 12 * MiB, (uint64_t)i);
+    }
+    for (int i = 0; i < NS; i++) {
+        assert_pattern(s[i], 700, (uint64_t)i);
+        alloc_free(s[i]);
+    }
+    for (int i = 0; i < NM; i++) {
+        assert_pattern(m[i], 30000, (uint64_t)i);
+        alloc_free(m[i]);
+    }
+    for (int i = 0; i < NL; i++) {
+        assert_pattern(l[i], 300 * KiB, (uint64_t)i);
+        alloc_free(l[i]);
+    }
+    for (int i = 0; i < NH; i++) {
+        assert_pattern(h[i], 12 * MiB, (uint64_t)i);
+        alloc_free(h[i]);
+    }
+    alloc_stats_t before = stats();
+    alloc_collect(true);
+    alloc_stats_t after = stats();
+    /* Freed: 24 MiB of huge mappings, 8 MiB of large blocks and ~5 MiB of
+     * pages, all still committed before the collect. */
+    if (after.committed + 16 * MiB > before.committed)
+        fail_msg("committed %zu -> %zu", before.committed, after.committed);
+    /* Heaps may already have given pages back as they emptied; whatever
+     * they still kept (empty pages, cached slots) goes now. */
+    assert_true(after.pool_slots_used <= before.pool_slots_used);
+    assert_int_equal(after.huge_cached, 0);
+    assert_true(after.mapped < before.mapped);
+    assert_true(after.purged > before.purged);
+    /* And everything still works. */
+    void *p = alloc_calloc(1, 700), *q = alloc_calloc(1, 300 * KiB);
+    assert_zeroed(p, 700);
+    assert_zeroed(q, 300 * KiB);
+    alloc_free(p);
+    alloc_free(q);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
+static void test_stats_get_arguments(void **state)
+{
+    (void)state;
+    alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(alloc_stats_get(NULL), EINVAL);
+    st.size = sizeof st - 1;
+    assert_int_equal(alloc_stats_get(&st), EINVAL);
+    st.size = sizeof st;
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.version, ALLOC_STATS_VERSION);
+    void *p = alloc_malloc(5 * MiB);
+    alloc_stats_t a = stats();
+    assert_int_equal(a.huge_live, st.huge_live + 1);
+    assert_true(a.mapped >= 5 * MiB);
+    alloc_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_malloc_zero_unique),
+        cmocka_unit_test(test_free_null_is_noop),
+        cmocka_unit_test(test_too_big_is_enomem),
+        cmocka_unit_test(test_aligned_every_power_of_two),
+        cmocka_unit_test(test_aligned_many_small),
+        cmocka_unit_test(test_aligned_bad_alignment_is_einval),
+        cmocka_unit_test(test_usable_size_is_writable),
+        cmocka_unit_test(test_realloc_keeps_contents),
+        cmocka_unit_test(test_realloc_huge_grows),
+        cmocka_unit_test(test_realloc_large_in_place),
+        cmocka_unit_test(test_realloc_failure_leaves_block),
+        cmocka_unit_test(test_max_memory_enomem),
+        cmocka_unit_test(test_reallocarray),
+        cmocka_unit_test(test_calloc_zero_after_dirty_free),
+        cmocka_unit_test(test_calloc_zero_after_remote_free),
+        cmocka_unit_test(test_huge_cache_reuse),
+        cmocka_unit_test(test_free_sized),
+        cmocka_unit_test(test_free_sized_after_realloc),
+        cmocka_unit_test(test_collect_returns_memory),
+        cmocka_unit_test(test_stats_get_arguments),
+    };
+    /* TEST_FILTER=name runs the tests whose names match (a glob). */
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,549 @@
+/* Pages of size-classed blocks (src/core/page.h) on spans claimed from
+ * the pool: carving, the local and remote free lists, `used`, the freed
+ * mark, and the FULL mark.  The tests play the owning heap themselves:
+ * they pop blocks off `free` the way malloc does (decode the link, clear
+ * the freed mark, used++), push local frees onto local_free the way free
+ * does (set the mark, encode the link, used--), and push remote frees
+ * from other threads with shoal_page_remote_push. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/layout.h"
+#include "core/page.h"
+#include "core/pool.h"
+#include "core/size_class.h"
+
+#include "test_util.h"
+
+#ifdef UNDER_TSAN
+#define REMOTE_ROUNDS 6
+#define MARK_ROUNDS 300
+#else
+#define REMOTE_ROUNDS 40
+#define MARK_ROUNDS 3000
+#endif
+
+#define PUSHERS 3
+#define MAX_BLOCKS 4096         /* 64 KiB of 16-byte blocks */
+
+/* ---- a page on a fresh span ------------------------------------------- */
+
+typedef struct test_page_s {
+    shoal_span_t span;
+    shoal_page_t *pg;
+    char *start;
+    size_t span_bytes;
+} test_page_t;
+
+static void page_open(test_page_t *t, unsigned cls)
+{
+    unsigned order = shoal_class_page_order(cls);
+    assert_true(shoal_pool_claim(order, &t->span));
+    t->pg = shoal_span_head(&t->span);
+    t->start = shoal_slot_addr(t->span.sp, t->span.slot);
+    t->span_bytes = SHOAL_SLOT_SIZE << order;
+    shoal_page_init(t->pg, cls, order, t->span.zero);
+}
+
+static void page_close(test_page_t *t)
+{
+    /* What the heap does before it gives a page back. */
+    for (unsigned i = 0; i < (1u << t->span.order); i++) {
+        t->pg[i].kind = SHOAL_SLOT_FREE;
+        t->pg[i].slot_offset = 0;
+    }
+    shoal_pool_release(t->span.sp, t->span.slot, 1u << t->span.order);
+    /* The next span claimed is clean (known zero) again. */
+    size_t waiting = 0;
+    shoal_pool_purge(true, &waiting);
+}
+
+static bool all_zero(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] != 0)
+            return false;
+    return true;
+}
+
+/* Index of block b in its page, checking that it is a block start. */
+static size_t block_index(const test_page_t *t, const void *b)
+{
+    const char *c = b;
+    assert_true(c >= t->start && c < t->start + t->span_bytes);
+    size_t off = (size_t)(c - t->start);
+    assert_int_equal(off % t->pg->block_size, 0);
+    assert_true(off / t->pg->block_size < t->pg->reserved);
+    return off / t->pg->block_size;
+}
+
+static shoal_block_t *next_of(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    return shoal_decode(pg, b->link);
+}
+
+static shoal_block_t *pop(shoal_page_t *pg)
+{
+    shoal_block_t *b = pg->free;
+    if (b != NULL) {
+        pg->free = next_of(pg, b);
+        b->freed = 0;
+        pg->used++;
+    }
+    return b;
+}
+
+static void local_free(shoal_page_t *pg, void *p)
+{
+    shoal_block_t *b = p;
+    assert_true(shoal_block_is_live(pg, b));
+    b->freed = shoal_freed_mark(pg, b);
+    b->link = shoal_encode(pg, pg->local_free);
+    pg->local_free = b;
+    pg->used--;
+}
+
+/* What a free from another thread does. */
+static bool remote_free(shoal_page_t *pg, shoal_block_t *b)
+{
+    b->freed = shoal_freed_mark(pg, b);
+    return shoal_page_remote_push(pg, b);
+}
+
+static size_t list_length(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    size_t n = 0;
+    for (; b != NULL; b = next_of(pg, b))
+        n++;
+    return n;
+}
+
+static unsigned char pattern(unsigned cls, size_t index, size_t byte)
+{
+    return (unsigned char)(cls * 31 + index * 7 + byte * 13 + 1);
+}
+
+static void fill_block(void *b, size_t bsize, unsigned cls, size_t index, size_t from)
+{
+    unsigned char *c = b;
+    for (size_t i = from; i < bsize; i++)
+        c[i] = pattern(cls, index, i);
+}
+
+static bool block_filled(const void *b, size_t bsize, unsigned cls, size_t index, size_t from)
+{
+    const unsigned char *c = b;
+    for (size_t i = from; i < bsize; i++)
+        if (c[i] != pattern(cls, index, i))
+            return false;
+    return true;
+}
+
+/* ---- carving ---------------------------------------------------------- */
+
+/* For every class: init sets the page up, extend carves about 4 KiB at a
+ * time in address order until the page is full, and the blocks are
+ * distinct, inside the page, aligned to the block size, and find their
+ * page through the slot descriptors the way free() does.  A fresh span's
+ * blocks read as zero.  Freed blocks come back once through collect. */
+static void test_carve_every_class(void **state)
+{
+    (void)state;
+    static void *blocks[MAX_BLOCKS];
+    static unsigned char seen[MAX_BLOCKS];
+    for (unsigned cls = 0; cls < SHOAL_CLASSES; cls++) {
+        test_page_t t;
+        page_open(&t, cls);
+        shoal_page_t *pg = t.pg;
+        size_t bsize = shoal_class_size(cls);
+        unsigned order = shoal_class_page_order(cls);
+
+        assert_true(t.span.zero);                   /* fresh or purged */
+        assert_ptr_equal(shoal_page_start(pg), t.start);
+        assert_int_equal(pg->kind, SHOAL_SLOT_PAGE);
+        assert_int_equal(pg->block_size, bsize);
+        assert_int_equal(pg->size_class, cls);
+        assert_int_equal(pg->order, order);
+        assert_int_equal(pg->reserved, t.span_bytes / bsize);
+        assert_int_equal(pg->capacity, 0);
+        assert_int_equal(pg->used, 0);
+        assert_null(pg->free);
+        assert_null(pg->local_free);
+        assert_int_equal(atomic_load(&pg->remote_free), 0);
+        assert_int_equal(pg->slot_offset, 0);
+        for (unsigned i = 1; i < (1u << order); i++) {
+            assert_int_equal(pg[i].kind, SHOAL_SLOT_TAIL);
+            assert_int_equal(pg[i].slot_offset, i);
+        }
+
+        /* Carve and take everything. */
+        size_t n = 0;
+        memset(seen, 0, sizeof seen);
+        while (pg->capacity < pg->reserved) {
+            size_t step = 4096 / bsize ? 4096 / bsize : 1;
+            if (step > (size_t)(pg->reserved - pg->capacity))
+                step = pg->reserved - pg->capacity;
+            unsigned cap = pg->capacity;
+            assert_null(pg->free);
+            shoal_page_extend(pg);
+            assert_int_equal(pg->capacity, cap + step);
+            assert_int_equal(list_length(pg, pg->free), step);
+            assert_true(pg->free_is_zero);
+            shoal_block_t *b;
+            while ((b = pop(pg)) != NULL) {
+                size_t idx = block_index(&t, b);
+                assert_int_equal(idx, n);                   /* address order */
+                assert_int_equal(seen[idx], 0);
+                seen[idx] = 1;
+                assert_int_equal((uintptr_t)b % SHOAL_ALIGN, 0);
+                if ((bsize & (bsize - 1)) == 0)
+                    assert_int_equal((uintptr_t)b % bsize, 0);
+                /* free() finds the page from the pointer, and sees a live
+                 * block there; an interior pointer is not one. */
+                shoal_page_t *d = shoal_slot_desc(b);
+                assert_ptr_equal(d - d->slot_offset, pg);
+                assert_true(shoal_block_is_live(pg, b));
+                assert_false(shoal_block_is_live(pg, (shoal_block_t *)((char *)b + 8)));
+                if (bsize > 16)
+                    assert_false(shoal_block_is_live(pg, (shoal_block_t *)((char *)b + bsize - 16)));
+                /* Fresh memory: all zero but the link. */
+                b->link = 0;
+                assert_true(all_zero(b, bsize));
+                fill_block(b, bsize, cls, idx, 0);
+                blocks[n++] = b;
+            }
+            assert_int_equal(pg->used, n);
+        }
+        assert_int_equal(n, pg->reserved);
+        assert_int_equal(n, t.span_bytes / bsize);
+        /* Blocks not carved yet are not live. */
+        if (pg->capacity < pg->reserved)
+            assert_false(shoal_block_is_live(pg, (shoal_block_t *)(t.start + pg->capacity * bsize)));
+        /* Full: extend has nothing more to give. */
+        shoal_page_extend(pg);
+        assert_null(pg->free);
+        assert_int_equal(pg->capacity, pg->reserved);
+
+        /* No two blocks overlap: every pattern is intact. */
+        for (size_t i = 0; i < n; i++)
+            assert_true(block_filled(blocks[i], bsize, cls, i, 0));
+
+        /* Free every third block locally; collect brings exactly those
+         * back, and the others are untouched. */
+        size_t freed = 0;
+        for (size_t i = 0; i < n; i += 3) {
+            local_free(pg, blocks[i]);
+            freed++;
+        }
+        assert_int_equal(pg->used, n - freed);
+        for (size_t i = 0; i < n; i++)             /* freed ones are marked */
+            assert_int_equal(shoal_block_is_live(pg, blocks[i]), i % 3 != 0);
+        assert_null(pg->free);
+        shoal_page_collect(pg);
+        assert_null(pg->local_free);
+        assert_false(pg->free_is_zero);            /* freed blocks hold old data */
+        assert_int_equal(list_length(pg, pg->free), freed);
+        assert_int_equal(pg->used, n - freed);
+        memset(seen, 0, sizeof seen);
+        shoal_block_t *b;
+        while ((b = pop(pg)) != NULL) {
+            size_t idx = block_index(&t, b);
+            assert_int_equal(idx % 3, 0);
+            assert_int_equal(seen[idx], 0);
+            seen[idx] = 1;
+            /* Only the link and the mark were written. */
+            assert_true(shoal_block_is_live(pg, b));
+            assert_true(block_filled(b, bsize, cls, idx, sizeof(shoal_block_t)));
+        }
+        assert_int_equal(pg->used, n);
+        for (size_t i = 0; i < n; i++)
+            if (i % 3 != 0)
+                assert_true(block_filled(blocks[i], bsize, cls, i, 0));
+        page_close(&t);
+    }
+}
+
+/* A span that is not known to be zero never claims its blocks are. */
+static void test_dirty_span_not_zero(void **state)
+{
+    (void)state;
+    test_page_t t;
+    page_open(&t, 5);
+    shoal_page_init(t.pg, 5, 0, false);
+    shoal_page_extend(t.pg);
+    assert_non_null(t.pg->free);
+    assert_false(t.pg->free_is_zero);
+    page_close(&t);
+
+    /* And a zero span stops being zero once a freed block joins `free`. */
+    page_open(&t, 5);
+    shoal_page_init(t.pg, 5, 0, true);
+    memset(t.start, 0, t.span_bytes);
+    shoal_page_extend(t.pg);
+    assert_true(t.pg->free_is_zero);
+    void *b = pop(t.pg);
+    memset(b, 0xaa, t.pg->block_size);
+    local_free(t.pg, b);
+    shoal_page_collect(t.pg);
+    assert_ptr_equal(t.pg->free, b);
+    assert_false(t.pg->free_is_zero);
+    /* Extending later (free list empty again) does not make it zero. */
+    while (pop(t.pg) != NULL) {}
+    shoal_page_extend(t.pg);
+    assert_true(t.pg->free_is_zero);                /* only fresh blocks now */
+    page_close(&t);
+}
+
+/* ---- remote frees ----------------------------------------------------- */
+
+typedef struct pusher_arg_s {
+    shoal_page_t *pg;
+    void **blocks;
+    size_t n;
+    unsigned id;
+    size_t bsize;
+    _Atomic unsigned *done;
+    _Atomic unsigned *notified;
+} pusher_arg_t;
+
+static _Atomic long page_failures;
+
+static void *pusher(void *arg)
+{
+    pusher_arg_t *a = arg;
+    /* Blocks i, i + PUSHERS, ... are ours. */
+    for (size_t i = a->id; i < a->n; i += PUSHERS) {
+        unsigned char *b = a->blocks[i];
+        /* The owner's pattern is visible here (pthread_create). */
+        if (!block_filled(b, a->bsize, 3, i, 0))
+            atomic_fetch_add(&page_failures, 1);
+        /* Our mark, after the link word: the owner checks it after collect. */
+        b[sizeof(shoal_block_t)] = (unsigned char)(0xc0 + a->id);
+        if (remote_free(a->pg, (shoal_block_t *)b))
+            atomic_fetch_add(a->notified, 1);
+        if (i % 64 == 0)
+            sched_yield();
+    }
+    atomic_fetch_add(a->done, 1);
+    return NULL;
+}
+
+/* Three threads push every block of a full page while the owner collects
+ * in a loop: every block comes back exactly once, `used` drops by what
+ * each collect took, and the pushers' writes are visible to the owner.
+ * Rounds alternate between a page marked FULL (exactly one push reports
+ * it) and an unmarked one (no push reports anything). */
+static void test_remote_frees_all_collected(void **state)
+{
+    (void)state;
+    static void *blocks[MAX_BLOCKS];
+    static unsigned char seen[MAX_BLOCKS];
+    test_page_t t;
+    page_open(&t, 3);                               /* 64-byte blocks */
+    shoal_page_t *pg = t.pg;
+    size_t bsize = pg->block_size;
+    size_t n = pg->reserved;
+    for (int round = 0; round < REMOTE_ROUNDS; round++) {
+        /* Owner: take every block and fill it. */
+        size_t k = 0;
+        for (;;) {
+            shoal_block_t *b = pop(pg);
+            if (b == NULL) {
+                if (pg->capacity == pg->reserved)
+                    break;
+                shoal_page_extend(pg);
+                continue;
+            }
+            size_t idx = block_index(&t, b);
+            blocks[idx] = b;
+            fill_block(b, bsize, 3, idx, 0);
+            k++;
+        }
+        assert_int_equal(k, n);
+        assert_int_equal(pg->used, n);
+        bool marked = round % 2 == 1;
+        if (marked) {
+            uintptr_t empty = 0;
+            assert_true(atomic_compare_exchange_strong(&pg->remote_free, &empty,
+                                                       SHOAL_REMOTE_FULL));
+        }
+
+        _Atomic unsigned done = 0, notified = 0;
+        pthread_t th[PUSHERS];
+        pusher_arg_t args[PUSHERS];
+        for (unsigned i = 0; i < PUSHERS; i++) {
+            args[i] = (pusher_arg_t){ pg, blocks, n, i, bsize, &done, &notified };
+            assert_int_equal(pthread_create(&th[i], NULL, pusher, &args[i]), 0);
+        }
+        /* Owner: collect while they push. */
+        for (;;) {
+            bool last = atomic_load(&done) == PUSHERS;
+            uint32_t before = pg->used;
+            shoal_page_collect(pg);
+            assert_true(pg->used <= before);
+            assert_int_equal(list_length(pg, pg->free), n - pg->used);
+            if (pg->used == 0 || last)
+                break;
+            sched_yield();
+        }
+        for (unsigned i = 0; i < PUSHERS; i++)
+            pthread_join(th[i], NULL);
+        assert_int_equal(atomic_load(&page_failures), 0);
+        assert_int_equal(pg->used, 0);
+        assert_int_equal(atomic_load(&pg->remote_free), 0);
+        assert_int_equal(atomic_load(&notified), marked ? 1 : 0);
+
+        /* Every block once, each with its pusher's mark and the rest of
+         * the owner's pattern. */
+        memset(seen, 0, sizeof seen);
+        size_t m = 0;
+        for (shoal_block_t *b = pg->free; b != NULL; b = next_of(pg, b)) {
+            size_t idx = block_index(&t, b);
+            assert_int_equal(seen[idx], 0);
+            seen[idx] = 1;
+            unsigned char *c = (unsigned char *)b;
+            assert_int_equal(c[sizeof(shoal_block_t)], 0xc0 + idx % PUSHERS);
+            assert_true(block_filled(b, bsize, 3, idx, sizeof(shoal_block_t) + 1));
+            m++;
+        }
+        assert_int_equal(m, n);
+    }
+    page_close(&t);
+}
+
+/* The FULL mark, one thread: the first push after the mark says so, the
+ * ones after it do not; a collect with only the mark leaves it alone. */
+static void test_full_mark_single(void **state)
+{
+    (void)state;
+    test_page_t t;
+    page_open(&t, 0);
+    shoal_page_t *pg = t.pg;
+    shoal_page_extend(pg);
+    shoal_block_t *b[4];
+    for (int i = 0; i < 4; i++)
+        assert_non_null(b[i] = pop(pg));
+    assert_int_equal(pg->used, 4);
+
+    assert_true(pg->free_is_zero);                  /* a fresh span */
+
+    /* No mark: no push reports. */
+    assert_false(remote_free(pg, b[0]));
+    assert_false(remote_free(pg, b[1]));
+    shoal_page_collect(pg);
+    assert_int_equal(pg->used, 2);
+    assert_false(pg->free_is_zero);                 /* remote frees hold old data */
+    assert_int_equal(atomic_load(&pg->remote_free), 0);
+
+    /* Marked with nothing pending: collect keeps the mark. */
+    atomic_store(&pg->remote_free, SHOAL_REMOTE_FULL);
+    shoal_page_collect(pg);
+    assert_int_equal(atomic_load(&pg->remote_free), SHOAL_REMOTE_FULL);
+    assert_int_equal(pg->used, 2);
+
+    /* The first push takes the mark off and reports it, once. */
+    assert_true(remote_free(pg, b[2]));
+    assert_int_equal(atomic_load(&pg->remote_free), (uintptr_t)b[2]);
+    assert_null(next_of(pg, b[2]));                 /* the mark is not a link */
+    assert_false(remote_free(pg, b[3]));
+    assert_ptr_equal(next_of(pg, b[3]), b[2]);
+    shoal_page_collect(pg);
+    assert_int_equal(pg->used, 0);
+    assert_int_equal(atomic_load(&pg->remote_free), 0);
+    assert_int_equal(list_length(pg, pg->free), pg->capacity);
+
+    /* Marked again, it reports again. */
+    shoal_block_t *c = pop(pg);
+    atomic_store(&pg->remote_free, SHOAL_REMOTE_FULL);
+    assert_true(remote_free(pg, c));
+    shoal_page_collect(pg);
+    assert_int_equal(pg->used, 0);
+    page_close(&t);
+}
+
+/* The FULL mark under contention: in each round the owner marks the page
+ * and three threads push two blocks each at the same moment; exactly one
+ * push reports the mark, and all six blocks are collected. */
+typedef struct mark_arg_s {
+    shoal_page_t *pg;
+    pthread_barrier_t *bar;
+    shoal_block_t *(*slots)[2];
+    unsigned id;
+    _Atomic unsigned *reported;
+} mark_arg_t;
+
+static void *mark_pusher(void *arg)
+{
+    mark_arg_t *a = arg;
+    for (int r = 0; r < MARK_ROUNDS; r++) {
+        pthread_barrier_wait(a->bar);               /* blocks handed out, page marked */
+        for (int j = 0; j < 2; j++)
+            if (remote_free(a->pg, a->slots[a->id][j]))
+                atomic_fetch_add(&a->reported[r], 1);
+        pthread_barrier_wait(a->bar);               /* pushes done */
+    }
+    return NULL;
+}
+
+static void test_full_mark_concurrent(void **state)
+{
+    (void)state;
+    static _Atomic unsigned reported[MARK_ROUNDS];
+    shoal_block_t *slots[PUSHERS][2];
+    pthread_barrier_t bar;
+    test_page_t t;
+    page_open(&t, 1);
+    shoal_page_t *pg = t.pg;
+    shoal_page_extend(pg);
+    assert_int_equal(pthread_barrier_init(&bar, NULL, PUSHERS + 1), 0);
+    pthread_t th[PUSHERS];
+    mark_arg_t args[PUSHERS];
+    for (unsigned i = 0; i < PUSHERS; i++) {
+        args[i] = (mark_arg_t){ pg, &bar, slots, i, reported };
+        assert_int_equal(pthread_create(&th[i], NULL, mark_pusher, &args[i]), 0);
+    }
+    for (int r = 0; r < MARK_ROUNDS; r++) {
+        for (unsigned i = 0; i < PUSHERS; i++)
+            for (int j = 0; j < 2; j++)
+                assert_non_null(slots[i][j] = pop(pg));
+        assert_int_equal(pg->used, 2 * PUSHERS);
+        uintptr_t empty = 0;
+        assert_true(atomic_compare_exchange_strong(&pg->remote_free, &empty,
+                                                   SHOAL_REMOTE_FULL));
+        pthread_barrier_wait(&bar);
+        pthread_barrier_wait(&bar);
+        assert_int_equal(atomic_load(&reported[r]), 1);
+        shoal_page_collect(pg);
+        assert_int_equal(pg->used, 0);
+        assert_int_equal(atomic_load(&pg->remote_free), 0);
+    }
+    for (unsigned i = 0; i < PUSHERS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    page_close(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_carve_every_class),
+        cmocka_unit_test(test_dirty_span_not_zero),
+        cmocka_unit_test(test_remote_frees_all_collected),
+        cmocka_unit_test(test_full_mark_single),
+        cmocka_unit_test(test_full_mark_concurrent),
+    };
+    /* TEST_FILTER=name runs the tests whose names match (a glob). */
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -9,7 +9,7 @@ packages=(
   libck-dev libcmocka-dev                          # ConcurrencyKit, unit tests
   python3 git sqlite3 redis-server redis-tools     # real programs under shoal
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 # benchmark peers
-  time procps valgrind
+  time procps valgrind python3-matplotlib          # measurement, charts
 )
 
 missing=()

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""bench/charts.py RUN_DIR - PNG charts from a bench/run result directory.
+
+Reads RUN_DIR/summary.csv and writes RUN_DIR/charts/*.png with matplotlib
+(Debian: python3-matplotlib).  bench/run calls it; run it by hand to redraw.
+"""
+import csv
+import os
+import sys
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+PLAIN = FuncFormatter(lambda y, _: "%g" % y)
+
+COLORS = {"shoal": "#1f77b4", "shoal+prefault": "#17becf", "glibc": "#7f7f7f",
+          "jemalloc": "#d62728", "tcmalloc": "#2ca02c", "mimalloc": "#ff7f0e"}
+ORDER = ["shoal", "shoal+prefault", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
+
+
+def load(run_dir):
+    rows = []
+    with open(os.path.join(run_dir, "summary.csv")) as f:
+        for r in csv.DictReader(f):
+            r["median"] = float(r["median"])
+            rows.append(r)
+    return rows
+
+
+def get(rows, workload, metric, threads=None):
+    """{allocator: median} for one figure."""
+    out = {}
+    for r in rows:
+        if r["workload"] == workload and r["metric"] == metric and (
+                threads is None or r["threads"] == threads):
+            out[r["allocator"]] = r["median"]
+    return out
+
+
+def allocs_in(rows, workload=None):
+    have = {r["allocator"] for r in rows if workload is None or r["workload"] == workload}
+    return [a for a in ORDER if a in have]
+
+
+def size_label(n):
+    for unit, s in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << s:
+            return "%d%s" % (n >> s, unit)
+    return str(n)
+
+
+def grouped_bars(ax, groups, allocs, values, ylabel, title, log=False, ref=None):
+    """values[(group, alloc)] -> number."""
+    n = len(allocs)
+    width = 0.8 / max(n, 1)
+    for i, a in enumerate(allocs):
+        xs, ys = [], []
+        for g, grp in enumerate(groups):
+            v = values.get((grp, a))
+            if v is not None and v == v:
+                xs.append(g - 0.4 + width * (i + 0.5))
+                ys.append(v)
+        ax.bar(xs, ys, width, label=a, color=COLORS.get(a))
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PLAIN)
+        ax.yaxis.set_minor_formatter(FuncFormatter(
+            lambda y, _: "%g" % y if str("%g" % y)[0] in "25" else ""))
+    if ref is not None:
+        ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def chart_single_block(rows, out):
+    pts = {}
+    for r in rows:
+        if r["workload"] == "single_block" and r["metric"].startswith("pair_ns."):
+            pts.setdefault(r["allocator"], []).append((int(r["metric"].split(".")[1]), r["median"]))
+    if not pts:
+        return
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    sizes = set()
+    for a in [a for a in ORDER if a in pts]:
+        xs, ys = zip(*sorted(pts[a]))
+        sizes.update(xs)
+        ax.plot(xs, ys, marker="o", markersize=3, label=a, color=COLORS.get(a),
+                linewidth=2.2 if a == "shoal" else 1.2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(PLAIN)
+    s = sorted(sizes)
+    ax.set_xticks(s[::2])
+    ax.set_xticklabels([size_label(x) for x in s[::2]], rotation=45)
+    ax.set_xlabel("block size (bytes)")
+    ax.set_ylabel("ns per malloc+free pair (log)")
+    ax.set_title("1. one block live at a time: malloc + first-byte write + free")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "single_block.png"), dpi=110)
+    plt.close(fig)
+
+
+def chart_calloc(rows, out):
+    allocs = allocs_in(rows, "calloc_malloc")
+    if not allocs:
+        return
+    sizes = sorted({int(r["metric"].split(".")[1]) for r in rows
+                    if r["workload"] == "calloc_malloc" and r["metric"].startswith("calloc_ns.")})
+    groups = ["%d B" % s for s in sizes]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    v1, v2 = {}, {}
+    for s, g in zip(sizes, groups):
+        for a, v in get(rows, "calloc_malloc", "calloc_ns.%d" % s).items():
+            v1[(g, a)] = v
+        for a, v in get(rows, "calloc_malloc", "calloc_over_malloc.%d" % s).items():
+            v2[(g, a)] = v
+    grouped_bars(a1, groups, allocs, v1, "ns per calloc + write + free (log)",
+                 "2. calloc cost", log=True)
+    grouped_bars(a2, groups, allocs, v2, "calloc time / malloc time",
+                 "2. calloc over malloc (dashed: target 1.10)", ref=1.10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "calloc_malloc.png"), dpi=110)
+    plt.close(fig)
+
+
+# The time figure of each multi-threaded / many-object workload.
+TIME_FIGURES = [("json_tree", "total_s"), ("larson", "op_ns"), ("prodcons", "item_ns"),
+                ("false_sharing", "thrash_s"), ("false_sharing", "scratch_s"),
+                ("thread_churn", "thread_us")]
+
+
+def chart_relative(rows, out):
+    groups, tv = [], {}
+    rgroups, rv = [], {}
+    threads = sorted({r["threads"] for r in rows if r["threads"]}, key=int)
+
+    def add_rss(w, t, label):
+        rss = get(rows, w, "peak_rss_mb", t)
+        if rss.get("shoal") and label not in rgroups:
+            rgroups.append(label)
+            for a, v in rss.items():
+                rv[(label, a)] = v / rss["shoal"]
+
+    for w, m in TIME_FIGURES:
+        for t in ([None] if w == "json_tree" else threads):
+            d = get(rows, w, m, t)
+            if not d or "shoal" not in d:
+                continue
+            tl = " T=%s" % t if t else ""
+            g = "%s %s%s" % (w, m.rsplit("_", 1)[0], tl)
+            groups.append(g)
+            for a, v in d.items():
+                tv[(g, a)] = v / d["shoal"]
+            add_rss(w, t, w + tl)
+    for test in ("set", "get", "lpush", "lrange_100"):
+        d = get(rows, "redis", "rps." + test)
+        if d.get("shoal"):
+            g = "redis %s (1/rps)" % test
+            groups.append(g)
+            for a, v in d.items():
+                tv[(g, a)] = d["shoal"] / v
+    add_rss("redis", None, "redis")
+    if not groups:
+        return
+    allocs = [a for a in allocs_in(rows) if a != "shoal+prefault"]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(10, len(groups) * 1.3), 9))
+    grouped_bars(a1, groups, allocs, tv, "relative to shoal (log; lower is better)",
+                 "3-7, 9: time relative to shoal", log=True, ref=1.0)
+    grouped_bars(a2, rgroups, allocs, rv, "relative to shoal (lower is better)",
+                 "3-7, 9: peak RSS relative to shoal", ref=1.0)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "workloads.png"), dpi=110)
+    plt.close(fig)
+
+
+def chart_page_faults(rows, out):
+    allocs = allocs_in(rows, "page_faults")
+    if not allocs:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.3))
+    for ax, (m, label) in zip(axes, (("total_s", "seconds (excluding pauses)"),
+                                     ("minflt", "minor page faults"),
+                                     ("peak_rss_mb", "peak RSS (MiB)"))):
+        d = get(rows, "page_faults", m)
+        xs = [a for a in allocs if a in d]
+        ax.bar(range(len(xs)), [d[a] for a in xs], color=[COLORS.get(a) for a in xs])
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels(xs, rotation=30, ha="right")
+        ax.set_title(label)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("8. page-fault-heavy load: shoal with prefault off / on, and the peers")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "page_faults.png"), dpi=110)
+    plt.close(fig)
+
+
+def chart_redis(rows, out):
+    allocs = allocs_in(rows, "redis")
+    if not allocs:
+        return
+    def order(t):
+        first = ["set", "get", "lpush"]
+        if t in first:
+            return (first.index(t), 0)
+        return (len(first), int(t.split("_")[1]) if t.split("_")[-1].isdigit() else 0)
+    tests = sorted({r["metric"][4:] for r in rows
+                    if r["workload"] == "redis" and r["metric"].startswith("rps.")}, key=order)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(14, 4.8))
+    v = {}
+    for t in tests:
+        for a, x in get(rows, "redis", "rps." + t).items():
+            v[(t, a)] = x
+    grouped_bars(a1, tests, allocs, v, "requests per second (log; higher is better)",
+                 "9. redis-benchmark -P 16", log=True)
+    groups = ["peak", "loaded", "loaded, idle", "after FLUSHALL"]
+    v = {}
+    for g, m in zip(groups, ("peak_rss_mb", "rss_loaded_mb", "rss_loaded_settled_mb",
+                             "rss_after_flush_mb")):
+        for a, x in get(rows, "redis", m).items():
+            v[(g, a)] = x
+    grouped_bars(a2, groups, allocs, v, "RSS (MiB)", "9. redis-server RSS")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "redis.png"), dpi=110)
+    plt.close(fig)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: charts.py RUN_DIR")
+    run_dir = sys.argv[1]
+    rows = load(run_dir)
+    out = os.path.join(run_dir, "charts")
+    os.makedirs(out, exist_ok=True)
+    for fn in (chart_single_block, chart_calloc, chart_relative, chart_page_faults, chart_redis):
+        try:
+            fn(rows, out)
+        except Exception as e:  # noqa: BLE001 - one bad chart should not stop the rest
+            print("charts: %s failed: %s" % (fn.__name__, e), file=sys.stderr)
+    made = sorted(f for f in os.listdir(out) if f.endswith(".png"))
+    print("charts: %s" % ", ".join(os.path.join(os.path.relpath(out), f) for f in made))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

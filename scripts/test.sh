@@ -16,5 +16,5 @@ echo "== shoal: ThreadSanitizer build (clang)"
 CC=clang cmake -S . -B build-tsan -G Ninja -DSHOAL_SANITIZE=thread \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-tsan -j"$jobs"
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp" \
   ctest --test-dir build-tsan --output-on-failure --timeout 900

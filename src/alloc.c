@@ -58,7 +58,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         return zero ? page_pop_zero(h, cls, pg, n) : page_pop(h, cls, pg, pg->free);
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
-        return shoal_large_alloc(n, align, zero);
+        return shoal_heap_large_alloc(n, align, zero);
     return shoal_huge_alloc(n, align, zero);
 }
 
@@ -141,7 +141,7 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
     if (k == SHOAL_CHUNK_SUPERPAGE) {
         shoal_page_t *pg = span_of(p);
         if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
-            shoal_large_free(pg);
+            shoal_heap_large_free(pg);
             shoal_purger_start();
             return;
         }
@@ -282,7 +282,7 @@ static void *resize_in_place(void *p, size_t old, size_t n)
         shoal_page_t *pg = span_of(p);
         if (pg->kind == SHOAL_SLOT_PAGE)        /* keep unless it wastes half (free_sized knows) */
             return n <= old && n > old / 2 ? p : NULL;
-        return n > SHOAL_MEDIUM_MAX && n <= SHOAL_LARGE_MAX ? shoal_large_resize(pg, n) : NULL;
+        return n > SHOAL_MEDIUM_MAX && n <= SHOAL_LARGE_MAX ? shoal_heap_large_resize(pg, n) : NULL;
     }
     if (n > SHOAL_LARGE_MAX)
         return shoal_huge_realloc(shoal_huge_of(p, k), n);

@@ -20,7 +20,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "core/huge.h"
-#include "core/large.h"
 #include "core/message.h"
 #include "core/options.h"
 #include "os/os.h"
@@ -82,18 +81,17 @@ int alloc_stats_get(alloc_stats_t *st)
         return EINVAL;
     shoal_heap_stats_t heaps_local, *heaps = &heaps_local;
     shoal_pool_stats_t pool;
-    shoal_large_stats_t large;
     shoal_huge_stats_t huge;
     struct rusage ru;
     shoal_pool_stats(&pool);
-    shoal_large_stats(&large);
     shoal_huge_stats(&huge);
     shoal_heap_stats(heaps);
     size_t size = st->size;
     *st = (alloc_stats_t){ .size = size, .version = ALLOC_STATS_VERSION };
     st->elapsed_ms = start_ms != 0 ? shoal_os_now_ms() - start_ms : 0;
     fill_classes(st, heaps);
-    st->allocated += large.live_bytes + huge.live_bytes;
+    size_t large_live_bytes = (size_t)heaps->large_bytes;
+    st->allocated += large_live_bytes + huge.live_bytes;
     st->active = (pool.slots_claimed << SHOAL_SLOT_SHIFT) + huge.live_bytes;
     st->committed = st->active + (pool.slots_dirty_free << SHOAL_SLOT_SHIFT) + huge.cached_bytes;
     st->resident = read_resident();
@@ -106,9 +104,9 @@ int alloc_stats_get(alloc_stats_t *st)
     st->pool_slots_dirty = pool.slots_dirty_free;
     st->pool_claims = pool.claims;
     st->pool_releases = pool.releases;
-    st->large_requests = large.requests;
-    st->large_live = large.live;
-    st->large_live_bytes = large.live_bytes;
+    st->large_requests = heaps->large_allocs;
+    st->large_live = (size_t)(heaps->large_allocs - heaps->large_frees);
+    st->large_live_bytes = large_live_bytes;
     st->huge_requests = huge.requests;
     st->huge_live = huge.live;
     st->huge_live_bytes = huge.live_bytes;

@@ -10,7 +10,8 @@
 #include "sync.h"
 #include "../os/os.h"
 
-#define HUGE_CACHE 8
+#define HUGE_CACHE 32                           /* mappings kept for reuse, */
+#define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first */
 #define HUGE_HEADER 64          /* room for the header before the block */
 
 typedef struct cached_map_s {
@@ -135,24 +136,28 @@ void shoal_huge_free(shoal_huge_t *h)
         shoal_os_release(base, size);
         return;
     }
-    cached_map_t evicted = { 0 };
+    cached_map_t evicted[HUGE_CACHE];
+    unsigned n_evicted = 0;
     shoal_lock(&cache_lock);
-    if (cached == HUGE_CACHE) {
-        /* Full: the oldest goes. */
+    /* Full, or over the byte budget: the oldest go (one mapping is always
+     * kept, so a cycle of the same size never maps, whatever its size). */
+    while (cached == HUGE_CACHE ||
+           (cached != 0 && atomic_load_explicit(&cached_bytes, memory_order_relaxed) + size >
+                               HUGE_CACHE_BYTES)) {
         unsigned oldest = 0;
         for (unsigned i = 1; i < cached; i++)
             if (cache[i].freed_ms < cache[oldest].freed_ms)
                 oldest = i;
-        evicted = cache[oldest];
+        evicted[n_evicted++] = cache[oldest];
+        atomic_fetch_sub_explicit(&cached_bytes, cache[oldest].size, memory_order_relaxed);
         cache[oldest] = cache[--cached];
-        atomic_fetch_sub_explicit(&cached_bytes, evicted.size, memory_order_relaxed);
     }
     cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
     atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed);
     atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     shoal_unlock(&cache_lock);
-    if (evicted.base != NULL)
-        shoal_os_release(evicted.base, evicted.size);
+    for (unsigned i = 0; i < n_evicted; i++)
+        shoal_os_release(evicted[i].base, evicted[i].size);
     shoal_purge_note_free();
 }
 

@@ -3,28 +3,42 @@
  * slot descriptor says LARGE and its order; nothing is written into the
  * block itself.  A block is aligned to its own size, so alignments up to
  * 2 MiB cost nothing.  Only the bytes a program touches become resident,
- * so rounding up to a power of two costs address space, not RSS. */
+ * so rounding up to a power of two costs address space, not RSS.
+ *
+ * This file turns claimed spans into large blocks and back; which span to
+ * use (a heap's cache of recently freed ones, or the pool) and the
+ * counting are the heap's business (src/thread/heap.c). */
 #ifndef SHOAL_LARGE_H
 #define SHOAL_LARGE_H
 
 #include "pool.h"
 
-void *shoal_large_alloc(size_t size, size_t align, bool zero);
-void shoal_large_free(shoal_page_t *head);
-
-/* Resize in place: shrink by releasing the upper slots, grow by claiming
- * the free slots after the block.  NULL if it cannot be done in place. */
-void *shoal_large_resize(shoal_page_t *head, size_t size);
-
-typedef struct shoal_large_stats_s {
-    uint64_t requests;
-    size_t live, live_bytes;    /* usable bytes */
-} shoal_large_stats_t;
-void shoal_large_stats(shoal_large_stats_t *st);
+/* The order of the block for n bytes (n <= SHOAL_LARGE_MAX). */
+static inline unsigned shoal_large_order(size_t n)
+{
+    unsigned order = 0;
+    while ((SHOAL_SLOT_SIZE << order) < n)
+        order++;
+    return order;
+}
 
 static inline size_t shoal_large_usable(const shoal_page_t *head)
 {
     return SHOAL_SLOT_SIZE << head->order;
 }
+
+/* Make the claimed span s a large block holding n bytes (zeroed if asked
+ * and not known to be zero). */
+void *shoal_large_make(const shoal_span_t *s, size_t n, bool zero);
+
+/* A freed large block's head goes back to being a plain claimed span. */
+static inline void shoal_large_unmake(shoal_page_t *head)
+{
+    head->kind = SHOAL_SLOT_FREE;
+}
+
+/* Resize in place: shrink by releasing the upper slots, grow by claiming
+ * the free slots after the block.  NULL if it cannot be done in place. */
+void *shoal_large_resize(shoal_page_t *head, size_t size);
 
 #endif

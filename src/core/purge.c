@@ -10,6 +10,12 @@
 static _Atomic uint64_t next_pass_ms;
 static _Atomic bool pending;
 static void (*_Atomic waker)(void);
+static _Atomic bool background;         /* a purger thread runs the passes */
+
+void shoal_purge_set_background(bool running)
+{
+    atomic_store_explicit(&background, running, memory_order_relaxed);
+}
 
 void shoal_purge_set_waker(void (*wake)(void))
 {
@@ -66,5 +72,9 @@ void shoal_purge_tick(void)
 void shoal_purge_note_free(void)
 {
     mark_pending();
-    shoal_purge_tick();
+    /* With a purger thread running, frees leave the clock to it: no clock
+     * read on their path.  A delay of 0 still purges at once, here. */
+    if (!atomic_load_explicit(&background, memory_order_relaxed) ||
+        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0)
+        shoal_purge_tick();
 }

@@ -31,7 +31,9 @@ size_t shoal_purge_now(bool force);
 /* Whether free memory is waiting for a pass. */
 bool shoal_purge_pending(void);
 
-/* The thread layer's wake-up for its purger (called when work appears). */
+/* The thread layer's wake-up for its purger (called when work appears),
+ * and whether that purger is running (then frees need not run passes). */
 void shoal_purge_set_waker(void (*wake)(void));
+void shoal_purge_set_background(bool running);
 
 #endif

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include "../core/large.h"
 #include "../core/options.h"
 #include "../core/purge.h"
 #include "../core/sync.h"
@@ -50,6 +51,7 @@ static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
  * the purger gave back without one. */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
 static _Atomic uint64_t orphan_pages[SHOAL_CLASSES];
+static _Atomic uint64_t orphan_large_allocs, orphan_large_frees, orphan_large_bytes;
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static char *area_next, *area_end;
@@ -299,12 +301,96 @@ static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
     release_to_pool(pg);
 }
 
+static void drain_large_cache(shoal_heap_t *h)
+{
+    for (unsigned i = 0; i < h->large_cached; i++) {
+        shoal_span_t *s = &h->large_cache[i];
+        shoal_pool_release(s->sp, s->slot, 1u << s->order);
+    }
+    if (h->large_cached != 0)
+        shoal_purge_note_free();
+    h->large_cached = h->large_cached_slots = 0;
+}
+
 static void drain_cache(shoal_heap_t *h)
 {
     while (h->cached != 0) {
         shoal_span_t *s = &h->cache[--h->cached];
         shoal_pool_release(s->sp, s->slot, 1);
     }
+    drain_large_cache(h);
+}
+
+/* ---- large blocks ----------------------------------------------------- */
+
+static void count_large(shoal_heap_t *h, uint64_t allocs, uint64_t frees, size_t bytes_out,
+                        size_t bytes_back)
+{
+    if (h != &shoal_empty_heap) {
+        shoal_count(&h->stats.large_allocs, allocs);
+        shoal_count(&h->stats.large_frees, frees);
+        shoal_count(&h->stats.large_bytes, bytes_out - bytes_back);
+    } else if (SHOAL_STATS_ENABLED) {
+        atomic_fetch_add_explicit(&orphan_large_allocs, allocs, memory_order_relaxed);
+        atomic_fetch_add_explicit(&orphan_large_frees, frees, memory_order_relaxed);
+        atomic_fetch_add_explicit(&orphan_large_bytes, bytes_out - bytes_back,
+                                  memory_order_relaxed);
+    }
+}
+
+void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned order = shoal_large_order(n > align ? n : align);
+    shoal_span_t s;
+    unsigned i = 0;
+    while (i < h->large_cached && h->large_cache[i].order != order)
+        i++;
+    if (i < h->large_cached) {
+        s = h->large_cache[i];
+        h->large_cache[i] = h->large_cache[--h->large_cached];
+        h->large_cached_slots -= 1u << order;
+        h->large_cache_used = true;
+    } else if (!shoal_pool_claim(order, &s)) {
+        return NULL;
+    }
+    count_large(h, 1, 0, SHOAL_SLOT_SIZE << order, 0);
+    return shoal_large_make(&s, n, zero);
+}
+
+void shoal_heap_large_free(shoal_page_t *head)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned order = head->order;
+    shoal_superpage_t *sp = shoal_superpage_of(head);
+    unsigned slot = (unsigned)(head - sp->pages);
+    count_large(h, 0, 1, 0, shoal_large_usable(head));
+    shoal_large_unmake(head);
+    if (h == &shoal_empty_heap || (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
+        shoal_pool_release(sp, slot, 1u << order);
+        shoal_purge_note_free();
+        return;
+    }
+    /* Keep it, others going back to the pool to make room. */
+    while (h->large_cached == SHOAL_LARGE_CACHE ||
+           h->large_cached_slots + (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
+        shoal_span_t old = h->large_cache[0];
+        h->large_cache[0] = h->large_cache[--h->large_cached];
+        h->large_cached_slots -= 1u << old.order;
+        shoal_pool_release(old.sp, old.slot, 1u << old.order);
+        shoal_purge_note_free();
+    }
+    h->large_cache[h->large_cached++] = (shoal_span_t){ sp, slot, order, false };
+    h->large_cached_slots += 1u << order;
+}
+
+void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
+{
+    size_t old = shoal_large_usable(head);
+    void *p = shoal_large_resize(head, n);
+    if (p != NULL)
+        count_large(shoal_tl_heap, 0, 0, shoal_large_usable(head), old);
+    return p;
 }
 
 /* A page whose blocks are all with the owner: back to the pool, unless it
@@ -431,6 +517,9 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
  * hold a page per class it once used. */
 static void sweep_idle_heads(shoal_heap_t *h)
 {
+    if (!h->large_cache_used)
+        drain_large_cache(h);
+    h->large_cache_used = false;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         if (pg == &shoal_empty_page)
@@ -653,6 +742,9 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->abandoned_pages = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
     st->adopted = 0;
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
+    st->large_allocs = atomic_load_explicit(&orphan_large_allocs, memory_order_relaxed);
+    st->large_frees = atomic_load_explicit(&orphan_large_frees, memory_order_relaxed);
+    st->large_bytes = atomic_load_explicit(&orphan_large_bytes, memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
@@ -663,6 +755,9 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         shoal_heap_counters_t *k = &h->stats;
         st->adopted += shoal_counter_read(&k->pages_adopted);
         st->remote_frees += shoal_counter_read(&k->remote_frees);
+        st->large_allocs += shoal_counter_read(&k->large_allocs);
+        st->large_frees += shoal_counter_read(&k->large_frees);
+        st->large_bytes += shoal_counter_read(&k->large_bytes);
         for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
             st->allocs[c] += shoal_counter_read(&k->allocs[c]);
             st->frees[c] += shoal_counter_read(&k->frees[c]);

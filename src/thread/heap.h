@@ -22,6 +22,8 @@
 #include "../core/size_class.h"
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
+#define SHOAL_LARGE_CACHE 4     /* freed large blocks a heap keeps, */
+#define SHOAL_LARGE_CACHE_SLOTS 32      /* up to 2 MiB of them */
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
@@ -32,6 +34,8 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t pages[SHOAL_CLASSES];       /* pages set up minus released */
     shoal_counter_t remote_frees;               /* frees into other heaps' pages */
     shoal_counter_t pages_adopted;
+    shoal_counter_t large_allocs, large_frees;  /* large blocks handed out, freed here */
+    shoal_counter_t large_bytes;                /* their usable bytes, out minus back */
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
@@ -41,6 +45,9 @@ typedef struct shoal_heap_s {
     _Atomic(shoal_page_t *) notify;             /* full pages that got remote frees */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
+    shoal_span_t large_cache[SHOAL_LARGE_CACHE];        /* freed large blocks */
+    unsigned large_cached, large_cached_slots;
+    bool large_cache_used;                      /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     shoal_heap_counters_t stats;
     struct shoal_heap_s *next_all;              /* every heap ever made */
@@ -63,6 +70,13 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 /* A non-owner freed into pg: push and, when the page sits on its
  * owner's full list, notify the owner. */
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b);
+
+/* Large blocks (src/core/large.h) through the calling thread's cache of
+ * recently freed ones: a free and a malloc of the same order meet there
+ * with no atomic operation.  NULL with errno ENOMEM. */
+void *shoal_heap_large_alloc(size_t size, size_t align, bool zero);
+void shoal_heap_large_free(shoal_page_t *head);
+void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 
 /* Adopt abandoned pages, return empty pages and cached slots to the pool
  * (the calling thread's heap only; `force` adopts every abandoned page). */
@@ -96,6 +110,7 @@ void shoal_heap_reclaim_abandoned(void);
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
     uint64_t adopted, remote_frees;
+    uint64_t large_allocs, large_frees, large_bytes;
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);

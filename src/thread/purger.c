@@ -45,6 +45,7 @@ static void wake(void)
 static void *purger_main(void *arg)
 {
     (void)arg;
+    shoal_purge_set_background(true);
     for (;;) {
         uint32_t seq = atomic_load_explicit(&work_seq, memory_order_acquire);
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
@@ -92,4 +93,5 @@ void shoal_purger_fork_child(void)
 {
     /* The thread did not come with the fork; start another when needed. */
     atomic_store(&state, PURGER_NONE);
+    shoal_purge_set_background(false);
 }

@@ -12,6 +12,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure --timeout 600
 
+echo "== shoal: benchmark suite, smoke mode (no timing is checked)"
+bench/run --smoke --no-install --no-charts --out build/bench-smoke
+
 echo "== shoal: ThreadSanitizer build (clang)"
 CC=clang cmake -S . -B build-tsan -G Ninja -DSHOAL_SANITIZE=thread \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -55,6 +55,7 @@ typedef enum alloc_option_e {
     ALLOC_OPTION_SHOW_STATS,        /* 0: print statistics at exit        */
     ALLOC_OPTION_ON_ERROR,          /* 0 abort, 1 warn and ignore         */
     ALLOC_OPTION_VERBOSE,           /* 0 quiet, 1 messages on stderr      */
+    ALLOC_OPTION_PURGE_THREAD,      /* -1 auto, 0 never, 1 always         */
     ALLOC_OPTION_COUNT_
 } alloc_option_t;
 

@@ -30,6 +30,7 @@ static const char *const names[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_SHOW_STATS] = "SHOW_STATS",
     [ALLOC_OPTION_ON_ERROR] = "ON_ERROR",
     [ALLOC_OPTION_VERBOSE] = "VERBOSE",
+    [ALLOC_OPTION_PURGE_THREAD] = "PURGE_THREAD",
 };
 
 static const alloc_option_t booleans[] = {
@@ -191,6 +192,15 @@ static void test_parse_words(void **state)
     bad(p, "freee");
     bad(p, "");
 
+    alloc_option_t t = ALLOC_OPTION_PURGE_THREAD;
+    ok(t, "auto", -1);
+    ok(t, "never", 0);
+    ok(t, "always", 1);
+    ok(t, "-1", -1);
+    bad(t, "2");
+    bad(t, "sometimes");
+    bad(ALLOC_OPTION_PURGE_MODE, "auto");       /* only where -1 is allowed */
+
     alloc_option_t e = ALLOC_OPTION_ON_ERROR;
     ok(e, "abort", ALLOC_ON_ERROR_ABORT);
     ok(e, "warn", ALLOC_ON_ERROR_WARN);
@@ -267,6 +277,7 @@ static void test_set_get_ranges(void **state)
         { ALLOC_OPTION_SHOW_STATS, 0, 1 },
         { ALLOC_OPTION_ON_ERROR, 0, 1 },
         { ALLOC_OPTION_VERBOSE, 0, 2 },
+        { ALLOC_OPTION_PURGE_THREAD, -1, 1 },
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
         alloc_option_t o = ranges[i].o;
@@ -413,6 +424,7 @@ static void test_environment(void **state)
         { ALLOC_OPTION_SHOW_STATS, "on", 1 },
         { ALLOC_OPTION_ON_ERROR, "warn", ALLOC_ON_ERROR_WARN },
         { ALLOC_OPTION_VERBOSE, "2", 2 },
+        { ALLOC_OPTION_PURGE_THREAD, "never", 0 },
     };
     enum { N = sizeof env / sizeof env[0] };
     char var[N][64];
@@ -464,6 +476,7 @@ static void test_environment(void **state)
         [ALLOC_OPTION_SHOW_STATS] = 0,
         [ALLOC_OPTION_ON_ERROR] = ALLOC_ON_ERROR_ABORT,
         [ALLOC_OPTION_VERBOSE] = 0,
+        [ALLOC_OPTION_PURGE_THREAD] = SHOAL_DEFAULT_PURGE_THREAD,
     };
     for (int o = 0; o < ALLOC_OPTION_COUNT_; o++)
         if (child_value(out, (alloc_option_t)o) != documented[o])

@@ -23,7 +23,7 @@ typedef struct option_desc_s {
     const char *name;
     long min, max;
     enum value_kind kind;
-    const char *words[3];       /* V_WORD: names of 0, 1, ... */
+    const char *words[3];       /* V_WORD: names of 0, 1, ... ("auto" is -1) */
 } option_desc_t;
 
 static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
@@ -40,10 +40,12 @@ static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_ON_ERROR]        = { "ON_ERROR", 0, 1, V_WORD,
                                        { "abort", "warn", 0 } },
     [ALLOC_OPTION_VERBOSE]         = { "VERBOSE", 0, 2, V_NUMBER, { 0 } },
+    [ALLOC_OPTION_PURGE_THREAD]    = { "PURGE_THREAD", -1, 1, V_WORD, { "never", "always", 0 } },
 };
 
 _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_PURGE_DELAY_MS] = SHOAL_DEFAULT_PURGE_DELAY_MS,
+    [ALLOC_OPTION_PURGE_THREAD] = SHOAL_DEFAULT_PURGE_THREAD,
 };
 
 static bool known(alloc_option_t o)
@@ -182,6 +184,10 @@ int shoal_option_parse(alloc_option_t o, const char *text, long *out)
                 v = i;
                 rc = 0;
             }
+        }
+        if (rc != 0 && d->min == -1 && word_is(text, "auto")) {      /* -1 is "auto" */
+            v = -1;
+            rc = 0;
         }
         if (rc != 0)
             rc = parse_number(text, &v);

@@ -416,8 +416,11 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 
 /* ---- adoption --------------------------------------------------------- */
 
-/* Take up to `max` abandoned pages into h; returns how many. */
-static unsigned adopt(shoal_heap_t *h, unsigned max)
+/* Take up to `max` abandoned pages into h, stopping early at one of class
+ * `cls` with room (SHOAL_CLASSES: none wanted); returns how many.  The
+ * wanted page goes to the front of its queue, the others to the back
+ * (so the heads keep serving). */
+static unsigned adopt(shoal_heap_t *h, unsigned max, unsigned cls)
 {
     unsigned n = 0;
     while (n < max) {
@@ -434,8 +437,13 @@ static unsigned adopt(shoal_heap_t *h, unsigned max)
             release_page(h, pg, true);
             continue;
         }
-        queue_push_front(h, pg);
         n++;
+        if (pg->size_class == cls && (pg->free != NULL || atomic_load_explicit(
+                                          &pg->capacity, memory_order_relaxed) < pg->reserved)) {
+            queue_push_front(h, pg);
+            break;
+        }
+        queue_push_back(h, pg);
     }
     shoal_count(&h->stats.pages_adopted, n);
     return n;
@@ -551,7 +559,7 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     if ((++h->slow_calls & 255) == 0)
         sweep_idle_heads(h);
     shoal_page_t *pg = search_queue(h, cls);
-    if (pg == NULL && adopt(h, 8) != 0)
+    if (pg == NULL && adopt(h, 64, cls) != 0)
         pg = search_queue(h, cls);
     return pg != NULL ? pg : fresh_page(h, cls);
 }
@@ -674,6 +682,16 @@ static void thread_exit(void *arg)
     ck_stack_push_mpmc(&free_heaps, &h->free_link);
     shoal_purge_note_free();
     shoal_purger_start();
+    shoal_purger_thread_exiting();
+}
+
+/* In a fork child, heaps made in the parent do not count: the child has
+ * one thread (whose heap counts as one) until it starts more. */
+static size_t created_in_parent;
+
+size_t shoal_heap_created(void)
+{
+    return atomic_load_explicit(&heaps_created, memory_order_relaxed) - created_in_parent;
 }
 
 void shoal_heap_collect(bool force)
@@ -687,7 +705,7 @@ void shoal_heap_collect(bool force)
     }
     take_notifications(h);
     if (force)
-        while (adopt(h, 64) != 0) {}
+        while (adopt(h, 64, SHOAL_CLASSES) != 0) {}
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
@@ -716,6 +734,8 @@ void shoal_heap_fork_parent(void)
 
 void shoal_heap_fork_child(void)
 {
+    size_t created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
+    created_in_parent = created != 0 ? created - 1 : 0;
     /* A remote free that was between its push and its notification when
      * the parent forked left in_notify at 1, and its thread does not exist
      * here.  The block is on the page's remote list already; only the

@@ -91,7 +91,12 @@ void shoal_process_init(void);
  * (cheap when it is); fork_child forgets the thread the child lacks. */
 void shoal_purger_init(void);
 void shoal_purger_start(void);
+void shoal_purger_thread_exiting(void);     /* it may soon be alone: look */
 void shoal_purger_fork_child(void);
+
+/* Heaps ever taken by threads of this process (a fork child counts from
+ * its one thread). */
+size_t shoal_heap_created(void);
 
 /* Register the fork handlers (fork.c); called once at start-up. */
 void shoal_fork_init(void);

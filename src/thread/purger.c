@@ -6,19 +6,24 @@
  * of its own its RSS would stay up for ever.  The purger is one thread,
  * started lazily the first time memory becomes purgeable (from an
  * allocation slow path, where starting a thread is safe), only when
- * PURGE_DELAY_MS > 0.  It sleeps on a futex while nothing is pending and
- * runs a pass every PURGE_DELAY_MS while something is, so an idle process
- * costs no wake-ups.  All signals are blocked in it, so signals meant for
+ * PURGE_DELAY_MS > 0 and, with PURGE_THREAD=auto, only once a second
+ * thread has allocated.  It leaves when it is the last thread of the
+ * process.  It sleeps on a futex while nothing is pending (waking once a
+ * second to look for that) and runs a pass every PURGE_DELAY_MS while
+ * something is.  All signals are blocked in it, so signals meant for
  * the program (the statistics dump included) go to the program's own
  * threads.
  */
 #define _GNU_SOURCE
 #include "heap.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,16 +35,67 @@ enum { PURGER_NONE, PURGER_RUNNING, PURGER_FAILED };
 static _Atomic int state;
 static _Atomic uint32_t work_seq;       /* the futex word: bumped on new work */
 
-static void futex(_Atomic uint32_t *word, int op, uint32_t val)
+static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
-    syscall(SYS_futex, (uint32_t *)word, op, val, NULL, NULL, 0);
+    syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
+}
+
+/* Whether this is the only live thread left in the process.  A process
+ * lives while any thread does, so when the program's last thread has gone
+ * the purger must go too.  /proc/self/stat gives the thread count (field
+ * 20) and the main thread's state (field 3): a main thread that ended with
+ * pthread_exit stays counted, as a zombie, until the process ends. */
+static bool alone(void)
+{
+    char buf[512];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');      /* the name may hold spaces */
+    if (p == NULL || p[1] == '\0')
+        return false;
+    long zombie_main = p[2] == 'Z';
+    for (int field = 2; p != NULL && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL && strtol(p + 1, NULL, 10) - zombie_main == 1;
 }
 
 static void wake(void)
 {
     atomic_fetch_add_explicit(&work_seq, 1, memory_order_release);
     if (atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING)
-        futex(&work_seq, FUTEX_WAKE_PRIVATE, 1);
+        futex(&work_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+static _Atomic bool thread_exited;
+
+void shoal_purger_thread_exiting(void)
+{
+    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_RUNNING)
+        return;
+    atomic_store_explicit(&thread_exited, true, memory_order_relaxed);
+    wake();
+}
+
+/* A thread is on its way out and may have been the program's last: it is
+ * still running its exit handlers now, so look again for a little while
+ * rather than wait a whole second. */
+static bool alone_soon(void)
+{
+    static const struct timespec tick = { 0, 10 * 1000000L };
+    if (!atomic_exchange_explicit(&thread_exited, false, memory_order_relaxed))
+        return alone();
+    for (int i = 0; i < 20; i++) {
+        if (alone())
+            return true;
+        nanosleep(&tick, NULL);
+    }
+    return false;
 }
 
 static void *purger_main(void *arg)
@@ -48,10 +104,19 @@ static void *purger_main(void *arg)
     shoal_purge_set_background(true);
     for (;;) {
         uint32_t seq = atomic_load_explicit(&work_seq, memory_order_acquire);
+        if (alone_soon()) {
+            /* Leave; a slow path that finds work starts a purger again. */
+            shoal_purge_set_background(false);
+            atomic_store(&state, PURGER_NONE);
+            return NULL;
+        }
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
         if (delay <= 0 || !shoal_purge_pending()) {
-            /* Returns at once if work arrived since we read seq. */
-            futex(&work_seq, FUTEX_WAIT_PRIVATE, seq);
+            /* Returns at once if work arrived since we read seq, and after
+             * a second anyway, to see whether the program is still there:
+             * one wake-up a second is all an idle process pays. */
+            static const struct timespec second = { 1, 0 };
+            futex(&work_seq, FUTEX_WAIT_PRIVATE, seq, &second);
             continue;
         }
         struct timespec ts = { delay / 1000, (delay % 1000) * 1000000L };
@@ -63,11 +128,20 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
+/* PURGE_THREAD=auto starts the purger only in a process that has had two
+ * threads allocating: a single-threaded program stays single-threaded
+ * (unshare(CLONE_NEWUSER), for one, refuses a multi-threaded process). */
+static bool wanted(void)
+{
+    long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);
+    return mode == 1 || (mode == -1 && shoal_heap_created() >= 2);
+}
+
 void shoal_purger_start(void)
 {
     int none = PURGER_NONE;
     if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_NONE ||
-        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() ||
+        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() || !wanted() ||
         !atomic_compare_exchange_strong(&state, &none, PURGER_RUNNING))
         return;
     pthread_attr_t attr;

@@ -1,0 +1,326 @@
+/* fork_alloc.c - fork while other threads allocate.
+ *
+ *   fork_alloc main     the main thread forks repeatedly
+ *   fork_alloc thread   each fork comes from a new, non-main thread
+ *
+ * Worker threads allocate and free all the time (small to huge blocks,
+ * so the pool, the large path and the huge cache are all busy), hand
+ * blocks to each other through a shared array, and one of them keeps
+ * creating short-lived threads (heap creation and abandonment).  Before
+ * each fork the forking thread makes blocks of its own.  The child:
+ *
+ *   - verifies and frees the forking side's blocks (its own heap),
+ *   - takes every block left in the shared array and verifies and frees
+ *     it (pages owned by the parent's other threads, which do not exist
+ *     in the child),
+ *   - allocates, verifies and frees a few thousand blocks of all sizes,
+ *   - starts a thread that allocates (not under TSan, which does not
+ *     allow threads in the child of a multi-threaded fork; for the same
+ *     reason the TSan child turns off the background purger),
+ *   - calls alloc_collect(true), and exits 0.
+ *
+ * A child that finds a damaged block exits 2; one that hangs (a lock held
+ * by another thread at the moment of the fork) is killed after
+ * CHILD_TIMEOUT_S and reported.  In `thread` mode every other child
+ * leaves through pthread_exit, so the thread-exit path (abandoning the
+ * heap) also runs in a forked child, and the process must then end as
+ * its last thread exits.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include "drop_in.h"
+
+#ifdef DROP_IN_TSAN
+#define FORKS 12                /* a fork costs TSan a lot more */
+#define CHILD_OPS 1000
+#else
+#define FORKS 120
+#define CHILD_OPS 3000
+#endif
+#define WORKERS 2
+#define SLOTS 256
+#define OWN_BLOCKS 48
+#define CHILD_LIVE 64
+#define CHILD_TIMEOUT_S 20
+
+static _Atomic(uintptr_t) slots[SLOTS];
+static _Atomic bool stop;
+static _Atomic long errors;
+static _Atomic unsigned long worker_ops, spawned;
+
+static void check_free(void *p, const char *who)
+{
+    const char *why = block_check(p);
+    if (why != NULL) {
+        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
+        atomic_fetch_add(&errors, 1);
+        return;                 /* leave it: freeing may hide the damage */
+    }
+    alloc_free(p);
+}
+
+/* ---- parent side ------------------------------------------------------ */
+
+static void *worker(void *arg)
+{
+    uint32_t s = (uint32_t)(uintptr_t)arg * 2654435761u + 17;
+    void *local[8];
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int k = 0; k < 8; k++) {
+            local[k] = block_make(pick_size(&s, 0), rnd(&s));
+            if (local[k] == NULL)
+                die("worker: out of memory");
+        }
+        for (int k = 0; k < 8; k++)
+            check_free(local[k], "worker");
+        void *p = block_make(pick_size(&s, 64), rnd(&s));
+        if (p == NULL)
+            die("worker: out of memory");
+        uintptr_t old = atomic_exchange(&slots[rnd(&s) % SLOTS], (uintptr_t)p);
+        if (old != 0)
+            check_free((void *)old, "worker");
+        atomic_fetch_add_explicit(&worker_ops, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void *short_lived(void *arg)
+{
+    uint32_t s = (uint32_t)(uintptr_t)arg | 1;
+    void *keep = NULL;
+    for (int k = 0; k < 16; k++) {
+        void *p = block_make(pick_size(&s, 0), rnd(&s));
+        if (p == NULL)
+            die("short-lived thread: out of memory");
+        if (k == 7)
+            keep = p;           /* left behind for a worker to free */
+        else
+            check_free(p, "short-lived thread");
+    }
+    uintptr_t old = atomic_exchange(&slots[rnd(&s) % SLOTS], (uintptr_t)keep);
+    if (old != 0)
+        check_free((void *)old, "short-lived thread");
+    return NULL;
+}
+
+/* Keeps creating threads, so heaps are made and abandoned during forks. */
+static void *spawner(void *arg)
+{
+    (void)arg;
+    uint32_t s = 99;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)rnd(&s)) != 0)
+            die("pthread_create failed");
+        pthread_join(t, NULL);
+        atomic_fetch_add_explicit(&spawned, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+/* ---- child side ------------------------------------------------------- */
+
+static void child_fail(const char *what, void *p, const char *why)
+{
+    fprintf(stderr, "FAIL: child %d: %s %p: %s\n", (int)getpid(), what, p, why);
+    _exit(2);
+}
+
+static void child_check_free(void *p, const char *what)
+{
+    const char *why = block_check(p);
+    if (why != NULL)
+        child_fail(what, p, why);
+    alloc_free(p);
+}
+
+#ifndef DROP_IN_TSAN
+static void *child_thread(void *arg)
+{
+    uint32_t s = (uint32_t)(uintptr_t)arg | 1;
+    void *p[32];
+    for (int k = 0; k < 32; k++)
+        if ((p[k] = block_make(pick_size(&s, 16), rnd(&s))) == NULL)
+            child_fail("thread in child: malloc", NULL, "out of memory");
+    for (int k = 0; k < 32; k++)
+        child_check_free(p[k], "thread in child: block");
+    return NULL;
+}
+#endif
+
+/* Everything a child does; `mine` and `other` are blocks made before the
+ * fork (NULL entries skipped). */
+static void child_run(void **mine, void **other, unsigned iter, bool leave_by_pthread_exit)
+{
+#ifdef DROP_IN_TSAN
+    /* TSan kills a child of a multi-threaded fork that starts a thread;
+     * shoal's background purger would be one. */
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
+#endif
+    for (int i = 0; i < OWN_BLOCKS; i++) {
+        if (mine[i] != NULL)
+            child_check_free(mine[i], "forking thread's block");
+        if (other != NULL && other[i] != NULL)
+            child_check_free(other[i], "main thread's block");
+    }
+    for (int i = 0; i < SLOTS; i++) {
+        uintptr_t p = atomic_exchange(&slots[i], 0);
+        if (p != 0)
+            child_check_free((void *)p, "worker's block");
+    }
+    uint32_t s = iter * 7919u + 3;
+    void *live[CHILD_LIVE] = { 0 };
+    for (int op = 0; op < CHILD_OPS; op++) {
+        unsigned k = rnd(&s) % CHILD_LIVE;
+        if (live[k] != NULL)
+            child_check_free(live[k], "child's own block");
+        live[k] = block_make(pick_size(&s, 200), rnd(&s));
+        if (live[k] == NULL)
+            child_fail("malloc", NULL, "out of memory");
+    }
+    for (int k = 0; k < CHILD_LIVE; k++)
+        if (live[k] != NULL)
+            child_check_free(live[k], "child's own block");
+#ifndef DROP_IN_TSAN
+    pthread_t t;
+    if (pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)s) != 0)
+        child_fail("pthread_create", NULL, strerror(errno));
+    pthread_join(t, NULL);
+#endif
+    alloc_collect(true);
+    if (leave_by_pthread_exit)
+        pthread_exit(NULL);     /* last thread: the process exits with 0 */
+#ifdef DROP_IN_ASAN
+    _exit(0);                   /* LeakSanitizer's exit check cannot stop the
+                                   parent's threads, which are not here */
+#else
+    exit(0);
+#endif
+}
+
+/* ---- the forks -------------------------------------------------------- */
+
+static void make_blocks(void **b, uint32_t seed)
+{
+    uint32_t s = seed | 1;
+    for (int i = 0; i < OWN_BLOCKS; i++)
+        if ((b[i] = block_make(pick_size(&s, 16), rnd(&s))) == NULL)
+            die("out of memory");
+}
+
+static void free_blocks(void **b, const char *who)
+{
+    for (int i = 0; i < OWN_BLOCKS; i++)
+        if (b[i] != NULL)
+            check_free(b[i], who);
+}
+
+/* Waits for the child, for at most CHILD_TIMEOUT_S: a child that is still
+ * there then is killed with SIGKILL (the one signal nothing can block or
+ * leave pending) and reported. */
+static void wait_child(pid_t pid, unsigned iter)
+{
+    int st = 0;
+    pid_t r = 0;
+    for (long waited_ms = 0; r == 0; waited_ms += 2) {
+        r = waitpid(pid, &st, WNOHANG);
+        if (r < 0 && errno == EINTR)
+            r = 0;
+        if (r == 0 && waited_ms >= CHILD_TIMEOUT_S * 1000L) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            die("fork %u: the child did not finish in %d s (killed): it hung, on a lock "
+                "held across fork or a thread that keeps the process alive",
+                iter, CHILD_TIMEOUT_S);
+        }
+        if (r == 0)
+            usleep(2000);
+    }
+    if (r != pid)
+        die("waitpid: %s", strerror(errno));
+    if (WIFSIGNALED(st))
+        die("fork %u: child killed by signal %d (%s)", iter, WTERMSIG(st),
+            strsignal(WTERMSIG(st)));
+    if (WEXITSTATUS(st) != 0)
+        die("fork %u: child exited with %d", iter, WEXITSTATUS(st));
+}
+
+typedef struct forker_arg_s {
+    unsigned iter;
+    void **main_blocks;
+} forker_arg_t;
+
+static void fork_once(unsigned iter, void **other, bool from_thread)
+{
+    void *mine[OWN_BLOCKS];
+    make_blocks(mine, iter * 31u + (from_thread ? 7 : 0));
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0)
+        child_run(mine, other, iter, from_thread && (iter & 1));
+    free_blocks(mine, "forking thread (parent)");
+    wait_child(pid, iter);
+}
+
+static void *forker(void *arg)
+{
+    forker_arg_t *a = arg;
+    fork_once(a->iter, a->main_blocks, true);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    bool from_thread;
+    if (argc == 2 && strcmp(argv[1], "main") == 0)
+        from_thread = false;
+    else if (argc == 2 && strcmp(argv[1], "thread") == 0)
+        from_thread = true;
+    else {
+        fprintf(stderr, "usage: %s main|thread\n", argv[0]);
+        return 2;
+    }
+    pthread_t w[WORKERS + 1];
+    for (int i = 0; i < WORKERS; i++)
+        if (pthread_create(&w[i], NULL, worker, (void *)(uintptr_t)(i + 1)) != 0)
+            die("pthread_create failed");
+    if (pthread_create(&w[WORKERS], NULL, spawner, NULL) != 0)
+        die("pthread_create failed");
+
+    for (unsigned iter = 0; iter < FORKS && atomic_load(&errors) == 0; iter++) {
+        if (!from_thread) {
+            fork_once(iter, NULL, false);
+            continue;
+        }
+        void *main_blocks[OWN_BLOCKS];
+        make_blocks(main_blocks, iter * 131u);
+        forker_arg_t a = { iter, main_blocks };
+        pthread_t t;
+        if (pthread_create(&t, NULL, forker, &a) != 0)
+            die("pthread_create failed");
+        pthread_join(t, NULL);
+        free_blocks(main_blocks, "main thread");
+    }
+
+    atomic_store(&stop, true);
+    for (int i = 0; i <= WORKERS; i++)
+        pthread_join(w[i], NULL);
+    for (int i = 0; i < SLOTS; i++) {
+        uintptr_t p = atomic_exchange(&slots[i], 0);
+        if (p != 0)
+            check_free((void *)p, "main thread at the end");
+    }
+    if (atomic_load(&errors) != 0)
+        die("%ld damaged blocks in the parent", atomic_load(&errors));
+    if (atomic_load(&worker_ops) == 0 || atomic_load(&spawned) == 0)
+        die("the workers made no progress");
+    printf("fork_alloc %s: %u forks, %lu worker rounds, %lu short-lived threads: ok\n",
+           from_thread ? "thread" : "main", (unsigned)FORKS, atomic_load(&worker_ops),
+           atomic_load(&spawned));
+    return 0;
+}

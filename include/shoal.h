@@ -31,6 +31,9 @@ SHOAL_API void *alloc_reallocarray(void *ptr, size_t count, size_t size);
 SHOAL_API void  alloc_free(void *ptr);
 /* Free with the size the block was requested with (checked). */
 SHOAL_API void  alloc_free_sized(void *ptr, size_t size);
+/* Free a block from alloc_aligned with the alignment and size it was
+ * requested with (checked). */
+SHOAL_API void  alloc_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 /* `alignment` must be a power of two; any other value gives NULL with
  * errno EINVAL.  Every power of two up to at least 256 MiB is honoured. */
 SHOAL_API void *alloc_aligned(size_t alignment, size_t size);

@@ -250,25 +250,51 @@ size_t alloc_usable_size(const void *p)
     return p == NULL ? 0 : usable_or_fault(p, "usable_size");
 }
 
-void alloc_free_sized(void *p, size_t n)
+/* Could a request of n bytes at this alignment have made a block of
+ * `usable` bytes? */
+static bool size_matches(size_t usable, size_t n, size_t align)
+{
+    if (n > usable)
+        return false;
+    if (align <= SHOAL_ALIGN && shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN))
+        align = SHOAL_CACHE_LINE;
+    if (align <= SHOAL_ALIGN) {
+        /* A page block has the class of its size, or kept a larger one
+         * when realloc shrank it in place (which it does while n > half). */
+        if (usable <= SHOAL_MEDIUM_MAX)
+            return shoal_class_size(shoal_size_to_class(n)) == usable || n > usable / 2;
+        return n > SHOAL_MEDIUM_MAX;
+    }
+    unsigned cls = shoal_class_for_aligned(n, align);
+    if (cls < SHOAL_CLASSES)
+        return shoal_class_size(cls) == usable;
+    if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
+        return (SHOAL_SLOT_SIZE << shoal_large_order(n > align ? n : align)) == usable;
+    return true;                /* huge: its own mapping, sized to fit */
+}
+
+static void free_checked(void *p, size_t n, size_t align, const char *fn)
 {
     if (p == NULL)
         return;
-    size_t usable = usable_or_fault(p, "free_sized");
+    size_t usable = usable_or_fault(p, fn);
     if (usable == 0)
         return;
-    /* A page block has the class of its size, or kept a larger one when
-     * realloc shrank it in place (which it does while n > half). */
-    bool ok = n <= usable;
-    if (usable <= SHOAL_MEDIUM_MAX)
-        ok = ok && (shoal_class_size(shoal_size_to_class(n)) == usable || n > usable / 2);
-    else
-        ok = ok && n > SHOAL_MEDIUM_MAX;
-    if (!ok) {
-        shoal_fault("free_sized", p, "size does not match the block");
+    if (!shoal_is_pow2(align) || !size_matches(usable, n, align)) {
+        shoal_fault(fn, p, "size does not match the block");
         return;
     }
     alloc_free(p);
+}
+
+void alloc_free_sized(void *p, size_t n)
+{
+    free_checked(p, n, SHOAL_ALIGN, "free_sized");
+}
+
+void alloc_free_aligned_sized(void *p, size_t align, size_t n)
+{
+    free_checked(p, n, align, "free_aligned_sized");
 }
 
 /* ---- realloc ---------------------------------------------------------- */

@@ -23,8 +23,7 @@ SHOAL_EXPORT void *aligned_alloc(size_t align, size_t n) { return alloc_aligned(
 
 SHOAL_EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 {
-    (void)align;
-    alloc_free_sized(p, n);
+    alloc_free_aligned_sized(p, align, n);
 }
 
 SHOAL_EXPORT int posix_memalign(void **out, size_t align, size_t n)

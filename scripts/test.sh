@@ -21,3 +21,18 @@ CC=clang cmake -S . -B build-tsan -G Ninja -DSHOAL_SANITIZE=thread \
 cmake --build build-tsan -j"$jobs"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp" \
   ctest --test-dir build-tsan --output-on-failure --timeout 900
+
+# AddressSanitizer and UndefinedBehaviorSanitizer builds of the unit tests
+# (the fork and stress programs run in the two builds above); the ASan
+# build also runs the libFuzzer harness for a bounded time.
+for san in address undefined; do
+  echo "== shoal: ${san} sanitizer build of the unit tests (clang)"
+  fuzz=OFF
+  [ "$san" = address ] && fuzz=ON
+  CC=clang cmake -S . -B "build-$san" -G Ninja -DSHOAL_SANITIZE="$san" -DSHOAL_FUZZ="$fuzz" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "build-$san" -j"$jobs"
+  ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" \
+  UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 suppressions=$PWD/test/ubsan.supp" \
+    ctest --test-dir "build-$san" --output-on-failure --timeout 900 -LE "drop_in|stress"
+done

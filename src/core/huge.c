@@ -91,6 +91,9 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
 {
     if (align < SHOAL_ALIGN)
         align = SHOAL_ALIGN;
+    if (n == 0)
+        n = 1;          /* a block at the very end of its mapping would tag
+                           the chunk after it, which is not ours */
     size_t off = user_offset(align);
     if (n > SHOAL_MAX_REQUEST - off - SHOAL_SLOT_SIZE) {
         errno = ENOMEM;

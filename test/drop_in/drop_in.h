@@ -32,6 +32,13 @@
 #define DROP_IN_ASAN 1
 #endif
 #endif
+/* The sanitizers' own allocators are not fork-safe in a multi-threaded
+ * parent: TSan kills a child that starts a thread, and ASan's allocator
+ * can be locked by a parent thread at the fork (a child hung in its
+ * SizeClassAllocator64 here).  Children then start no thread. */
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+#define DROP_IN_NO_CHILD_THREADS 1
+#endif
 
 #define BLOCK_MAGIC 0x5b0a1c3du
 

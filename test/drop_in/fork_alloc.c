@@ -138,7 +138,7 @@ static void child_check_free(void *p, const char *what)
     alloc_free(p);
 }
 
-#ifndef DROP_IN_TSAN
+#ifndef DROP_IN_NO_CHILD_THREADS
 static void *child_thread(void *arg)
 {
     uint32_t s = (uint32_t)(uintptr_t)arg | 1;
@@ -156,9 +156,9 @@ static void *child_thread(void *arg)
  * fork (NULL entries skipped). */
 static void child_run(void **mine, void **other, unsigned iter, bool leave_by_pthread_exit)
 {
-#ifdef DROP_IN_TSAN
-    /* TSan kills a child of a multi-threaded fork that starts a thread;
-     * shoal's background purger would be one. */
+#ifdef DROP_IN_NO_CHILD_THREADS
+    /* No thread in the child (see drop_in.h); shoal's background purger
+     * would be one. */
     alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
 #endif
     for (int i = 0; i < OWN_BLOCKS; i++) {
@@ -185,7 +185,7 @@ static void child_run(void **mine, void **other, unsigned iter, bool leave_by_pt
     for (int k = 0; k < CHILD_LIVE; k++)
         if (live[k] != NULL)
             child_check_free(live[k], "child's own block");
-#ifndef DROP_IN_TSAN
+#ifndef DROP_IN_NO_CHILD_THREADS
     pthread_t t;
     if (pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)s) != 0)
         child_fail("pthread_create", NULL, strerror(errno));

@@ -11,8 +11,10 @@
  * places, so a GiB block touches a few MiB) and checked before it is
  * freed.  Blocks are freed alternately with alloc_free and with
  * alloc_free_aligned_sized and the alignment and size that were requested
- * (what C23's free_aligned_sized passes on).  N threads (2 by default) run the sweep
- * at once, in different orders, each keeping its last four blocks live.
+ * (what C23's free_aligned_sized passes on).  N threads (2 by default) run
+ * the sweep at once, in different orders, each keeping its last four
+ * blocks live.  Zero-size requests at every alignment must give distinct
+ * aligned pointers (or NULL) that disturb no other block.
  *
  * Then the failures: an alignment that is not a power of two (0, 3, 24,
  * 2^k+1, SIZE_MAX) gives NULL with EINVAL whatever the size; a size beyond
@@ -106,6 +108,47 @@ static void expect_null(size_t align, size_t n, int err)
                  errno, err, err == EINVAL ? "EINVAL" : "ENOMEM");
 }
 
+/* Zero-size requests at every alignment: each gives NULL or a distinct,
+ * aligned pointer that frees cleanly - and that leaves the blocks around
+ * it alone.  (A zero-size block aligned to 4 MiB or more once pointed
+ * one past its own mapping, and shoal's chunk map then took the chunk
+ * there - often a pool superpage mapped just above - for a huge block:
+ * freeing the pool's blocks aborted.)  Pool blocks are made first, so
+ * superpages sit next to where the huge mappings go. */
+static void zero_sizes(void)
+{
+    enum { BIG = 48 };
+    unsigned char *big[BIG];
+    for (unsigned i = 0; i < BIG; i++) {
+        big[i] = alloc_malloc(MiB);
+        stress_check(big[i] != NULL, "malloc(1 MiB) failed");
+        pattern_fill(big[i], 0, MiB, block_key(big[i], MiB, opt.seed));
+    }
+    void *zero[31] = { 0 };
+    for (unsigned k = 0; k <= 30 && k <= max_shift; k++) {
+        size_t a = (size_t)1 << k;
+        errno = 0;
+        void *p = alloc_aligned(a, 0);
+        if (p == NULL) {
+            stress_check(errno == ENOMEM, "alloc_aligned(%zu, 0): NULL with errno %d", a, errno);
+            continue;
+        }
+        stress_check(((uintptr_t)p & (a - 1)) == 0, "alloc_aligned(%zu, 0) gave %p", a, p);
+        for (unsigned j = 0; j < k; j++)
+            stress_check(zero[j] != p, "alloc_aligned(%zu, 0) gave %p twice", a, p);
+        (void)alloc_usable_size(p);             /* must not fault */
+        zero[k] = p;
+    }
+    for (unsigned i = 0; i < BIG; i++) {
+        pattern_verify(big[i], 0, MiB, block_key(big[i], MiB, opt.seed),
+                       "1 MiB block beside zero-size aligned blocks");
+        alloc_free(big[i]);
+    }
+    for (unsigned k = 0; k <= 30; k++)
+        if (zero[k] != NULL)
+            alloc_free_aligned_sized(zero[k], (size_t)1 << k, 0);
+}
+
 static void failures(void)
 {
     static const size_t bad_aligns[] = { 0, 3, 5, 6, 7, 12, 24, 48, 96, 1000, 4097, 65535,
@@ -136,6 +179,7 @@ int main(int argc, char **argv)
     unsigned nthreads = opt.threads ? opt.threads : 2;
     max_shift = opt.long_mode ? 30 : 26;
     failures();
+    zero_sizes();
     pthread_t *t = alloc_calloc(nthreads, sizeof *t);
     stress_check(t != NULL, "calloc failed");
     uint64_t rounds = stress_amount(&opt, 20, 2000, 1);

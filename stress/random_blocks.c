@@ -17,8 +17,8 @@
  * alignment up to 2 MiB, one in eight by alloc_calloc (checked zero).
  * Every byte of a block is checked against its pattern when it is freed,
  * when it changes hands, and after every realloc (the kept prefix).
- * Blocks are freed alternately with alloc_free and alloc_free_sized (with
- * the requested size; aligned blocks use alloc_free, see stress_aligned).
+ * Blocks are freed alternately with alloc_free and alloc_free_sized with
+ * the requested size (alloc_free_aligned_sized with the alignment too).
  * At the end every block is freed and the statistics must count nothing
  * live.
  */
@@ -114,9 +114,10 @@ static rec_t *make_block(rng_t *g)
 static void free_block(rec_t *r, uint64_t coin, const char *where)
 {
     rec_verify(r, where);
-    /* alloc_free_sized takes the size the block was requested with; an
-     * aligned block's requested size is checked by stress_aligned. */
-    if ((coin & 1) && r->align == 0)
+    /* The sized frees take what the block was requested with. */
+    if ((coin & 1) && r->align != 0)
+        alloc_free_aligned_sized(r->p, r->align, r->n);
+    else if (coin & 1)
         alloc_free_sized(r->p, r->n);
     else
         alloc_free(r->p);

@@ -390,7 +390,7 @@ static inline void check_new_block(const void *p, size_t n, size_t align, const 
 {
     size_t a = align < 16 ? 16 : align;
     if (n == 0)
-        a = align;              /* a zero-byte block need not be 16-aligned */
+        a = align > 1 ? align : 1;  /* a zero-byte block need not be 16-aligned */
     stress_check(((uintptr_t)p & (a - 1)) == 0, "%s: block %p of %zu bytes not aligned to %zu",
                  where, p, n, a);
     size_t u = alloc_usable_size(p);

@@ -47,7 +47,8 @@
  * smaller size, and when they fail return NULL with ENOMEM and leave the
  * block intact; contents are intact at every free (from this or another
  * thread); absurd sizes and overflowing products give NULL with ENOMEM,
- * bad alignments NULL with EINVAL.  Blocks carry a pattern from a per
+ * bad alignments NULL with EINVAL; and at the end of each input the
+ * statistics count no live block.  Blocks carry a pattern from a per
  * block seed: every byte of the first 8 KiB, 16 bytes of every 4 KiB page
  * after that (of every 64 KiB in blocks above 1 MiB) and the last 64
  * bytes.  A failed check prints one line and aborts, which libFuzzer
@@ -428,6 +429,22 @@ static void op_remote_malloc(unsigned s, size_t n)
     adopt(s, p, n, 0);
 }
 
+/* Every block is freed at the end of an input (and the helper thread is
+ * idle): the allocator's own counters must agree. */
+static void check_nothing_live(void)
+{
+    static alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    CHECK(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
+    size_t live = 0;
+    for (unsigned c = 0; c < ALLOC_STATS_CLASSES; c++)
+        live += st.classes[c].live_blocks;
+    CHECK(live == 0 && st.large_live == 0 && st.huge_live == 0,
+          "every block was freed, yet the statistics count %zu small, %zu large and %zu huge "
+          "live blocks", live, st.large_live, st.huge_live);
+}
+
 __attribute__((visibility("default")))
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -500,5 +517,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (unsigned s = 0; s < SLOTS; s++)
         release(s, (int)(s & 1));
     CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay) == 0, "restoring PURGE_DELAY_MS");
+    check_nothing_live();
     return 0;
 }

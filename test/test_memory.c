@@ -20,19 +20,6 @@
 #include "shoal.h"
 #include "test_util.h"
 
-
-static size_t rss_bytes(void)
-{
-    char buf[128];
-    unsigned long size = 0, resident = 0;
-    int fd = open("/proc/self/statm", O_RDONLY);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    sscanf(buf, "%lu %lu", &size, &resident);
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static long minor_faults(void)
 {
     struct rusage ru;

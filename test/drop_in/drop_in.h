@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "shoal.h"
+#include "../test_util.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define DROP_IN_TSAN 1
@@ -125,23 +126,6 @@ static inline const char *block_check(const void *q)
     return NULL;
 }
 
-/* Resident set size in bytes, from /proc/self/statm (no malloc). */
-static inline size_t rss_bytes(void)
-{
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    unsigned long size = 0, resident = 0;
-    if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
-        return 0;
-    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 __attribute__((format(printf, 1, 2), noreturn))
 static inline void die(const char *fmt, ...)

@@ -75,11 +75,15 @@ static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t alig
     shoal_process_init();               /* options before the first block */
     void *p = alloc_tier(n, align, zero);
     if (shoal_unlikely(p == NULL)) {
-        /* Under MAX_MEMORY, cached huge mappings may be what is in the
-         * way: drop them and try once more. */
+        /* At a limit (MAX_MEMORY, or the kernel's), memory that this
+         * thread's caches or the huge cache hold may be what is in the
+         * way: give it back and try once more.  The retry is
+         * unconditional: another thread may have emptied the huge cache
+         * a moment ago, and its room is ours to find (see huge.c). */
         size_t waiting = 0;
-        if (shoal_huge_purge(true, &waiting) != 0)
-            p = alloc_tier(n, align, zero);
+        shoal_heap_drain_caches();
+        shoal_huge_purge(true, &waiting);
+        p = alloc_tier(n, align, zero);
     }
     shoal_purger_start();
     return p;

@@ -137,6 +137,27 @@ static void at_failure(worker_t *w, rng_t *g, size_t n)
     e->n = want;
 }
 
+static alloc_stats_t stats_now(void)
+{
+    alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    stress_check(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
+    return st;
+}
+
+/* Where the memory is, printed before a recovery failure is reported. */
+static void where_is_memory(void)
+{
+    alloc_stats_t st = stats_now();
+    fprintf(stderr, "stress_oom: MAX_MEMORY %ld; mapped %zu KiB, %zu superpages, %zu of "
+            "their slots used; huge: %zu live (%zu KiB), %zu cached (%zu KiB); large: "
+            "%zu live (%zu KiB)\n", alloc_option_get(ALLOC_OPTION_MAX_MEMORY),
+            st.mapped >> 10, st.superpages, st.pool_slots_used, st.huge_live,
+            st.huge_live_bytes >> 10, st.huge_cached, st.huge_cached_bytes >> 10,
+            st.large_live, st.large_live_bytes >> 10);
+}
+
 /* Allocate tiers in turn until each has failed; returns the bytes got. */
 static size_t fill(worker_t *w, rng_t *g)
 {
@@ -186,6 +207,8 @@ static void *worker(void *arg)
             size_t n = tier_size(&g, t);
             errno = 0;
             unsigned char *p = alloc_malloc(n);
+            if (p == NULL)
+                where_is_memory();
             stress_check(p != NULL, "thread %u: after half of everything was freed, "
                          "malloc(%zu) (%s) still fails: %s", w->index, n, tier_name[t],
                          strerror(errno));
@@ -237,18 +260,9 @@ static void start_and_join(void)
                          "times in %u cycles", i, tier_name[t], workers[i].failures[t], cycles);
 }
 
-static size_t shoal_mapped(void)
-{
-    alloc_stats_t st;
-    memset(&st, 0, sizeof st);
-    st.size = sizeof st;
-    stress_check(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
-    return st.mapped;
-}
-
 static void part_max_memory(size_t room)
 {
-    long limit = (long)(shoal_mapped() + room);
+    long limit = (long)(stats_now().mapped + room);
     stress_check(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit) == 0, "setting MAX_MEMORY");
     stress_check(alloc_option_get(ALLOC_OPTION_MAX_MEMORY) == limit, "MAX_MEMORY not kept");
     run_threads();

@@ -29,6 +29,7 @@ static long minor_faults(void)
 
 /* ---- RSS return ------------------------------------------------------- */
 
+#define SUPERPAGE ((uintptr_t)4 << 20)  /* a pool superpage (src/core/layout.h) */
 #define HALF_MB 256             /* each of two threads touches this many MiB */
 
 typedef struct load_s {
@@ -206,6 +207,53 @@ static void test_max_memory(void **state)
     alloc_free(p);
 }
 
+/* At the limit, two 1 MiB buddies this thread freed sit in its own large
+ * cache; a 1.5 MiB request needs them merged, and gets them: a failing
+ * allocation gives the thread's caches back to the pool and tries again. */
+static void test_max_memory_merges_cached_spans(void **state)
+{
+    (void)state;
+    enum { MAX = 4096 };
+    static void *blocks[MAX];
+    alloc_stats_t st = { .size = sizeof st };
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)st.mapped + (16L << 20)), 0);
+    int n = fill_to_limit(blocks, MAX);
+    /* Every free 2 MiB-aligned run of slots would have held two of them,
+     * so none is left; find two that are buddies in a superpage's upper
+     * half. */
+    int lo = -1, hi = -1;
+    for (int i = 0; i < n && hi < 0; i++) {
+        uintptr_t a = (uintptr_t)blocks[i];
+        if ((a & (SUPERPAGE - 1)) != SUPERPAGE / 2)
+            continue;
+        for (int j = 0; j < n; j++)
+            if ((uintptr_t)blocks[j] == a + (1u << 20)) {
+                lo = i;
+                hi = j;
+                break;
+            }
+    }
+    assert_true(hi >= 0);
+    alloc_free(blocks[lo]);
+    alloc_free(blocks[hi]);
+    blocks[lo] = blocks[hi] = NULL;
+    size_t want = 3u << 19;
+    unsigned char *p = alloc_malloc(want);
+    assert_non_null(p);
+    memset(p, 0xa5, want);
+    assert_int_equal(p[want - 1], 0xa5);
+    for (int i = 0; i < n; i++) {
+        if (blocks[i] == NULL)
+            continue;
+        assert_int_equal(((unsigned char *)blocks[i])[(1 << 20) - 1], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    alloc_free(p);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+}
+
 /* ---- RLIMIT_AS -------------------------------------------------------- */
 
 static void test_rlimit_as(void **state)
@@ -291,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_rss_stays_with_purge_off),
         cmocka_unit_test(test_prefault_saves_faults),
         cmocka_unit_test(test_max_memory),
+        cmocka_unit_test(test_max_memory_merges_cached_spans),
         cmocka_unit_test(test_rlimit_as),
         cmocka_unit_test(test_few_mappings),
     };

@@ -38,6 +38,30 @@ static shoal_huge_t *header_for(char *user, size_t align)
     return (shoal_huge_t *)(align >= SHOAL_SP_SIZE ? chunk - SHOAL_SP_SIZE : chunk);
 }
 
+/* Cached mappings leave the cache in two steps: out of the array and
+ * out of the mapped count under cache_lock, then unmapped after it.  A
+ * thread that fails at MAX_MEMORY and purges the cache (alloc_generic)
+ * either takes the mappings itself or, through the lock, sees the count
+ * already lowered by whoever took them, and so finds the room even while
+ * the munmaps are still running. */
+static void take_out(unsigned i, cached_map_t *out, unsigned *n)
+{
+    out[(*n)++] = cache[i];
+    atomic_fetch_sub_explicit(&cached_bytes, cache[i].size, memory_order_relaxed);
+    shoal_os_uncount(cache[i].size);
+    cache[i] = cache[--cached];
+}
+
+static size_t release_taken(const cached_map_t *out, unsigned n)
+{
+    size_t bytes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        shoal_os_release_uncounted(out[i].base, out[i].size);
+        bytes += out[i].size;
+    }
+    return bytes;
+}
+
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it, or NULL. */
 static char *cache_take(size_t need, size_t align, size_t *size)
@@ -151,16 +175,13 @@ void shoal_huge_free(shoal_huge_t *h)
         for (unsigned i = 1; i < cached; i++)
             if (cache[i].freed_ms < cache[oldest].freed_ms)
                 oldest = i;
-        evicted[n_evicted++] = cache[oldest];
-        atomic_fetch_sub_explicit(&cached_bytes, cache[oldest].size, memory_order_relaxed);
-        cache[oldest] = cache[--cached];
+        take_out(oldest, evicted, &n_evicted);
     }
     cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
     atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed);
     atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     shoal_unlock(&cache_lock);
-    for (unsigned i = 0; i < n_evicted; i++)
-        shoal_os_release(evicted[i].base, evicted[i].size);
+    release_taken(evicted, n_evicted);
     shoal_purge_note_free();
 }
 
@@ -219,27 +240,21 @@ size_t shoal_huge_purge(bool force, size_t *waiting)
     unsigned n = 0;
     uint64_t now = shoal_os_now_ms();
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
-    if (atomic_load_explicit(&cached_bytes, memory_order_relaxed) == 0)
+    /* A forced purge takes the lock even when the cache looks empty: it
+     * is what orders the caller after a concurrent purge's uncounting. */
+    if (!force && atomic_load_explicit(&cached_bytes, memory_order_relaxed) == 0)
         return 0;
     shoal_lock(&cache_lock);
     for (unsigned i = 0; i < cached;) {
-        if (force || (delay >= 0 && now - cache[i].freed_ms >= (uint64_t)delay)) {
-            out[n++] = cache[i];
-            atomic_fetch_sub_explicit(&cached_bytes, cache[i].size, memory_order_relaxed);
-            cache[i] = cache[--cached];
-        } else {
+        if (force || (delay >= 0 && now - cache[i].freed_ms >= (uint64_t)delay))
+            take_out(i, out, &n);
+        else
             i++;
-        }
     }
     atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
     *waiting += cached;
     shoal_unlock(&cache_lock);
-    size_t bytes = 0;
-    for (unsigned i = 0; i < n; i++) {
-        shoal_os_release(out[i].base, out[i].size);
-        bytes += out[i].size;
-    }
-    return bytes;
+    return release_taken(out, n);
 }
 
 void shoal_huge_fork_prepare(void)

@@ -321,6 +321,12 @@ static void drain_cache(shoal_heap_t *h)
     drain_large_cache(h);
 }
 
+void shoal_heap_drain_caches(void)
+{
+    if (shoal_tl_heap != &shoal_empty_heap)
+        drain_cache(shoal_tl_heap);
+}
+
 /* ---- large blocks ----------------------------------------------------- */
 
 static void count_large(shoal_heap_t *h, uint64_t allocs, uint64_t frees, size_t bytes_out,

@@ -78,6 +78,10 @@ void *shoal_heap_large_alloc(size_t size, size_t align, bool zero);
 void shoal_heap_large_free(shoal_page_t *head);
 void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 
+/* Give the calling thread's cached pages and large spans back to the
+ * pool, where they can merge with their free neighbours. */
+void shoal_heap_drain_caches(void);
+
 /* Adopt abandoned pages, return empty pages and cached slots to the pool
  * (the calling thread's heap only; `force` adopts every abandoned page). */
 void shoal_heap_collect(bool force);

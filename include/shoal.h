@@ -73,8 +73,9 @@ SHOAL_API long alloc_option_get(alloc_option_t option);
 
 /* Statistics.  Set `size` to sizeof(alloc_stats_t) before the call; the
  * struct only ever grows at its end, and `version` says which fields a
- * library filled in.  Byte figures are bytes. */
-#define ALLOC_STATS_VERSION 2
+ * library filled in (a program built against an older shoal.h passes its
+ * smaller size and gets the fields it knows).  Byte figures are bytes. */
+#define ALLOC_STATS_VERSION 3
 #define ALLOC_STATS_CLASSES 80
 
 typedef struct alloc_class_stats_s {
@@ -84,6 +85,12 @@ typedef struct alloc_class_stats_s {
     size_t live_bytes;          /* live_blocks * block_size */
     size_t pages;               /* pages of this class in use */
 } alloc_class_stats_t;
+
+typedef struct alloc_class_peaks_s {     /* version 3 */
+    size_t live_blocks;         /* the most blocks of the class live at once */
+    size_t live_bytes;          /* live_blocks * block_size */
+    size_t pages;               /* the most pages of the class in use */
+} alloc_class_peaks_t;
 
 typedef struct alloc_stats_s {
     size_t size;                /* in: sizeof(alloc_stats_t) */
@@ -116,7 +123,20 @@ typedef struct alloc_stats_s {
     uint64_t minor_faults, major_faults;
     uint64_t dumps, dumps_skipped;      /* signal dumps written, and dropped while busy */
     alloc_class_stats_t classes[ALLOC_STATS_CLASSES];
+    /* Version 3: the peaks of the other current values (superpages are
+     * never unmapped: their count is its own peak).  Sums of per-thread
+     * counters - allocated, committed, pool_slots_dirty, large, abandoned
+     * pages, classes - are sampled, see docs/stats.md. */
+    size_t allocated_peak, committed_peak;
+    size_t pool_slots_used_peak, pool_slots_dirty_peak;
+    size_t large_live_peak, large_live_bytes_peak;
+    size_t huge_live_peak, huge_live_bytes_peak, huge_cached_peak, huge_cached_bytes_peak;
+    size_t heaps_abandoned_pages_peak;
+    alloc_class_peaks_t class_peaks[ALLOC_STATS_CLASSES];
 } alloc_stats_t;
+
+/* The size of a version 2 alloc_stats_t, the smallest accepted. */
+#define ALLOC_STATS_SIZE_V2 offsetof(alloc_stats_t, allocated_peak)
 
 /* 0, or EINVAL if st is NULL or st->size is too small. */
 SHOAL_API int  alloc_stats_get(alloc_stats_t *st);

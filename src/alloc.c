@@ -19,6 +19,7 @@
 #include "core/purge.h"
 #include "core/message.h"
 #include "core/options.h"
+#include "stats.h"
 #include "thread/heap.h"
 
 static inline void *page_pop(shoal_heap_t *h, unsigned cls, shoal_page_t *pg,
@@ -59,7 +60,9 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_heap_large_alloc(n, align, zero);
-    return shoal_huge_alloc(n, align, zero);
+    void *p = shoal_huge_alloc(n, align, zero);
+    shoal_stats_tick();         /* allocated jumps: sample the peaks */
+    return p;
 }
 
 /* Everything that is not a fast path: first use, empty page, aligned,

@@ -17,12 +17,14 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "core/huge.h"
 #include "core/message.h"
 #include "core/options.h"
 #include "os/os.h"
+#include "stats.h"
 #include "thread/heap.h"
 
 _Static_assert(ALLOC_STATS_CLASSES == SHOAL_CLASSES, "one row per size class");
@@ -58,65 +60,171 @@ static size_t read_resident(void)
     return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static void fill_classes(alloc_stats_t *st, const shoal_heap_stats_t *heaps)
+/* ---- current values and their peaks ---------------------------------- *
+ *
+ * A value that changes where a global atomic already counts it keeps an
+ * exact peak, updated where it changes: mapped (os.c), pool slots in use
+ * (pool.c), live heaps (heap.c), huge blocks live and cached (huge.c);
+ * resident's comes from the kernel (getrusage's maxrss).
+ *
+ * The others are sums of per-thread counters that no fast path may add
+ * up, so their peaks are sampled: at every alloc_stats_get (and so every
+ * report and dump), and when a heap's page runs dry or a large or huge
+ * block is made - the moments a thread's live memory is at a high - if
+ * PEAK_SAMPLE_US per live heap have passed since the last sample.  A
+ * sample reads about 250 counters per heap, so the interval keeps its
+ * cost a small, fixed share of one thread's time however many threads
+ * there are; what it can miss is a rise and fall shorter than that.
+ */
+#define PEAK_SAMPLE_US 250
+
+typedef struct summary_s {
+    size_t allocated, active, committed, dirty, large, large_bytes, abandoned;
+} summary_t;
+
+static _Atomic size_t peak_allocated, peak_active, peak_committed, peak_dirty;
+static _Atomic size_t peak_large, peak_large_bytes, peak_abandoned;
+static _Atomic size_t peak_class_blocks[SHOAL_CLASSES], peak_class_pages[SHOAL_CLASSES];
+static _Atomic uint64_t next_sample_us;
+static atomic_flag sampling = ATOMIC_FLAG_INIT;
+static shoal_heap_stats_t sample_heaps;         /* guarded by `sampling` */
+
+/* A class's live blocks.  A block freed between our reads of the two
+ * sums could make frees run ahead of allocs for a moment: clamp at 0. */
+static size_t live_blocks(const shoal_heap_stats_t *heaps, unsigned c)
 {
-    st->allocated = 0;
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        alloc_class_stats_t *k = &st->classes[c];
-        k->block_size = shoal_class_size(c);
-        k->requests = heaps->allocs[c];
-        /* A block freed between our reads of the two sums could make
-         * frees run ahead of allocs for a moment: clamp at zero. */
-        k->live_blocks = heaps->allocs[c] > heaps->frees[c]
-                             ? (size_t)(heaps->allocs[c] - heaps->frees[c]) : 0;
-        k->live_bytes = k->live_blocks * k->block_size;
-        k->pages = (int64_t)heaps->pages[c] > 0 ? (size_t)heaps->pages[c] : 0;
-        st->allocated += k->live_bytes;
-    }
+    return heaps->allocs[c] > heaps->frees[c] ? (size_t)(heaps->allocs[c] - heaps->frees[c]) : 0;
 }
 
-int alloc_stats_get(alloc_stats_t *st)
+static size_t class_pages(const shoal_heap_stats_t *heaps, unsigned c)
 {
-    if (st == NULL || st->size < sizeof(alloc_stats_t))
-        return EINVAL;
+    return (int64_t)heaps->pages[c] > 0 ? (size_t)heaps->pages[c] : 0;
+}
+
+/* Read every counter once, update the sampled peaks, and sum up. */
+static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_huge_stats_t *huge,
+                   summary_t *sum)
+{
+    shoal_pool_stats(pool);
+    shoal_huge_stats(huge);
+    shoal_heap_stats(heaps);
+    sum->large_bytes = (size_t)heaps->large_bytes;
+    sum->allocated = sum->large_bytes + huge->live_bytes;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        size_t n = live_blocks(heaps, c);
+        sum->allocated += n * shoal_class_size(c);
+        shoal_peak_update(&peak_class_blocks[c], n);
+        shoal_peak_update(&peak_class_pages[c], class_pages(heaps, c));
+    }
+    sum->active = (pool->slots_claimed << SHOAL_SLOT_SHIFT) + huge->live_bytes;
+    sum->dirty = pool->slots_dirty_free;
+    sum->committed = sum->active + (sum->dirty << SHOAL_SLOT_SHIFT) + huge->cached_bytes;
+    sum->large = (size_t)(heaps->large_allocs - heaps->large_frees);
+    sum->abandoned = heaps->abandoned_pages;
+    shoal_peak_update(&peak_allocated, sum->allocated);
+    shoal_peak_update(&peak_active, sum->active);
+    shoal_peak_update(&peak_committed, sum->committed);
+    shoal_peak_update(&peak_dirty, sum->dirty);
+    shoal_peak_update(&peak_large, sum->large);
+    shoal_peak_update(&peak_large_bytes, sum->large_bytes);
+    shoal_peak_update(&peak_abandoned, sum->abandoned);
+}
+
+void shoal_stats_tick(void)
+{
+    if (!SHOAL_STATS_ENABLED)
+        return;
+    uint64_t now = shoal_os_now_us();
+    uint64_t due = atomic_load_explicit(&next_sample_us, memory_order_relaxed);
+    /* One thread wins the sample; the others go on at once. */
+    if (now < due || atomic_flag_test_and_set_explicit(&sampling, memory_order_acquire))
+        return;
+    shoal_pool_stats_t pool;
+    shoal_huge_stats_t huge;
+    summary_t sum;
+    sample(&sample_heaps, &pool, &huge, &sum);
+    size_t heaps = sample_heaps.live > 0 ? sample_heaps.live : 1;
+    atomic_store_explicit(&next_sample_us, now + PEAK_SAMPLE_US * heaps, memory_order_relaxed);
+    atomic_flag_clear_explicit(&sampling, memory_order_release);
+}
+
+void shoal_stats_fork_child(void)
+{
+    atomic_flag_clear_explicit(&sampling, memory_order_relaxed);
+}
+
+static size_t peak_of(_Atomic size_t *peak)
+{
+    return atomic_load_explicit(peak, memory_order_relaxed);
+}
+
+static size_t max_of(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Everything, into a struct of the current version. */
+static void stats_fill(alloc_stats_t *st)
+{
     shoal_heap_stats_t heaps_local, *heaps = &heaps_local;
     shoal_pool_stats_t pool;
     shoal_huge_stats_t huge;
+    summary_t sum;
     struct rusage ru;
-    shoal_pool_stats(&pool);
-    shoal_huge_stats(&huge);
-    shoal_heap_stats(heaps);
-    size_t size = st->size;
-    *st = (alloc_stats_t){ .size = size, .version = ALLOC_STATS_VERSION };
+    sample(heaps, &pool, &huge, &sum);
+    *st = (alloc_stats_t){ .size = sizeof *st, .version = ALLOC_STATS_VERSION };
     st->elapsed_ms = start_ms != 0 ? shoal_os_now_ms() - start_ms : 0;
-    fill_classes(st, heaps);
-    size_t large_live_bytes = (size_t)heaps->large_bytes;
-    st->allocated += large_live_bytes + huge.live_bytes;
-    st->active = (pool.slots_claimed << SHOAL_SLOT_SHIFT) + huge.live_bytes;
-    st->committed = st->active + (pool.slots_dirty_free << SHOAL_SLOT_SHIFT) + huge.cached_bytes;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        alloc_class_stats_t *k = &st->classes[c];
+        alloc_class_peaks_t *kp = &st->class_peaks[c];
+        k->block_size = shoal_class_size(c);
+        k->requests = heaps->allocs[c];
+        k->live_blocks = live_blocks(heaps, c);
+        k->live_bytes = k->live_blocks * k->block_size;
+        k->pages = class_pages(heaps, c);
+        kp->live_blocks = peak_of(&peak_class_blocks[c]);
+        kp->live_bytes = kp->live_blocks * k->block_size;
+        kp->pages = peak_of(&peak_class_pages[c]);
+    }
+    st->allocated = sum.allocated;
+    st->active = sum.active;
+    st->committed = sum.committed;
     st->resident = read_resident();
     st->mapped = shoal_os_mapped();
     st->purged = pool.purged_bytes;
-    st->active_peak = (pool.slots_claimed_peak << SHOAL_SLOT_SHIFT) + huge.live_bytes;
-    st->mapped_peak = shoal_os_mapped_peak();
+    st->allocated_peak = peak_of(&peak_allocated);
+    st->active_peak = max_of(peak_of(&peak_active), pool.slots_claimed_peak << SHOAL_SLOT_SHIFT);
+    st->committed_peak = peak_of(&peak_committed);
+    st->mapped_peak = max_of(shoal_os_mapped_peak(), st->mapped);
     st->superpages = pool.superpages;
     st->pool_slots_used = pool.slots_claimed;
-    st->pool_slots_dirty = pool.slots_dirty_free;
+    st->pool_slots_used_peak = max_of(pool.slots_claimed_peak, pool.slots_claimed);
+    st->pool_slots_dirty = sum.dirty;
+    st->pool_slots_dirty_peak = peak_of(&peak_dirty);
     st->pool_claims = pool.claims;
     st->pool_releases = pool.releases;
     st->large_requests = heaps->large_allocs;
-    st->large_live = (size_t)(heaps->large_allocs - heaps->large_frees);
-    st->large_live_bytes = large_live_bytes;
+    st->large_live = sum.large;
+    st->large_live_bytes = sum.large_bytes;
+    st->large_live_peak = peak_of(&peak_large);
+    st->large_live_bytes_peak = peak_of(&peak_large_bytes);
     st->huge_requests = huge.requests;
     st->huge_live = huge.live;
     st->huge_live_bytes = huge.live_bytes;
     st->huge_cached = huge.cached;
     st->huge_cached_bytes = huge.cached_bytes;
+    /* An exact peak is raised just after its value: a read in between
+     * must not show the value above its peak. */
+    st->huge_live_peak = max_of(huge.live_peak, huge.live);
+    st->huge_live_bytes_peak = max_of(huge.live_bytes_peak, huge.live_bytes);
+    st->huge_cached_peak = max_of(huge.cached_peak, huge.cached);
+    st->huge_cached_bytes_peak = max_of(huge.cached_bytes_peak, huge.cached_bytes);
     st->heaps_live = heaps->live;
-    st->heaps_live_peak = heaps->live_peak;
+    st->heaps_live_peak = max_of(heaps->live_peak, heaps->live);
     st->heaps_created = heaps->created;
     st->heaps_exited = heaps->exited;
-    st->heaps_abandoned_pages = heaps->abandoned_pages;
+    st->heaps_abandoned_pages = sum.abandoned;
+    st->heaps_abandoned_pages_peak = peak_of(&peak_abandoned);
     st->pages_adopted = heaps->adopted;
     st->remote_frees = heaps->remote_frees;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
@@ -128,6 +236,24 @@ int alloc_stats_get(alloc_stats_t *st)
         st->resident_peak = st->resident;
     st->dumps = atomic_load_explicit(&n_dumps, memory_order_relaxed);
     st->dumps_skipped = atomic_load_explicit(&n_skipped, memory_order_relaxed);
+}
+
+/* A caller built against an older shoal.h passes a smaller size: it gets
+ * the prefix it knows, and the version that prefix is. */
+int alloc_stats_get(alloc_stats_t *st)
+{
+    if (st == NULL || st->size < ALLOC_STATS_SIZE_V2)
+        return EINVAL;
+    size_t size = st->size;
+    if (size >= sizeof *st) {
+        stats_fill(st);
+    } else {
+        alloc_stats_t full;
+        stats_fill(&full);
+        full.version = 2;
+        memcpy(st, &full, size);
+    }
+    st->size = size;
     return 0;
 }
 
@@ -183,42 +309,53 @@ static void text_report(out_t *o, const alloc_stats_t *s)
         SHOAL_VERSION_MINOR, (int)getpid(), (unsigned long)(s->elapsed_ms / 1000),
         (unsigned long)(s->elapsed_ms / 100 % 10));
     put(o, "memory                 current         peak\n");
-    put(o, "  allocated      %12s\n", human(a, sizeof a, s->allocated));
+    put(o, "  allocated      %12s %12s\n", human(a, sizeof a, s->allocated),
+        human(b, sizeof b, s->allocated_peak));
     put(o, "  active         %12s %12s\n", human(a, sizeof a, s->active),
         human(b, sizeof b, s->active_peak));
     put(o, "  resident       %12s %12s\n", human(a, sizeof a, s->resident),
         human(b, sizeof b, s->resident_peak));
     put(o, "  mapped         %12s %12s\n", human(a, sizeof a, s->mapped),
         human(b, sizeof b, s->mapped_peak));
-    put(o, "  committed      %12s\n", human(a, sizeof a, s->committed));
+    put(o, "  committed      %12s %12s\n", human(a, sizeof a, s->committed),
+        human(b, sizeof b, s->committed_peak));
     put(o, "  purged (total) %12s\n", human(a, sizeof a, s->purged));
     put(o, "fragmentation  active/allocated %s  resident/active %s  resident/allocated %s\n",
         ratio(a, sizeof a, s->active, s->allocated), ratio(b, sizeof b, s->resident, s->active),
         ratio(c, sizeof c, s->resident, s->allocated));
-    put(o, "pool           %zu superpages, %zu slots in use, %zu free awaiting purge, "
-           "%lu claims, %lu releases\n",
-        s->superpages, s->pool_slots_used, s->pool_slots_dirty,
-        (unsigned long)s->pool_claims, (unsigned long)s->pool_releases);
-    put(o, "large          %zu live (%s), %lu requests\n", s->large_live,
-        human(a, sizeof a, s->large_live_bytes), (unsigned long)s->large_requests);
-    put(o, "huge           %zu live (%s), %lu requests, %zu cached (%s)\n", s->huge_live,
-        human(a, sizeof a, s->huge_live_bytes), (unsigned long)s->huge_requests, s->huge_cached,
-        human(b, sizeof b, s->huge_cached_bytes));
+    put(o, "pool           %zu superpages, %zu slots in use (peak %zu), %zu free awaiting purge "
+           "(peak %zu), %lu claims, %lu releases\n",
+        s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
+        s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
+        (unsigned long)s->pool_releases);
+    put(o, "large          %zu live (%s; peak %zu, %s), %lu requests\n", s->large_live,
+        human(a, sizeof a, s->large_live_bytes), s->large_live_peak,
+        human(b, sizeof b, s->large_live_bytes_peak), (unsigned long)s->large_requests);
+    put(o, "huge           %zu live (%s; peak %zu, %s), %lu requests\n", s->huge_live,
+        human(a, sizeof a, s->huge_live_bytes), s->huge_live_peak,
+        human(b, sizeof b, s->huge_live_bytes_peak), (unsigned long)s->huge_requests);
+    put(o, "huge cache     %zu mappings (%s; peak %zu, %s)\n", s->huge_cached,
+        human(a, sizeof a, s->huge_cached_bytes), s->huge_cached_peak,
+        human(b, sizeof b, s->huge_cached_bytes_peak));
     put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
-           "%zu abandoned pages, %lu adopted, %lu remote frees\n",
+           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees\n",
         s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
-        (unsigned long)s->heaps_exited, s->heaps_abandoned_pages,
+        (unsigned long)s->heaps_exited, s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
         (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees);
     put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
         (unsigned long)s->major_faults);
-    put(o, "class   block      requests   live blocks     live bytes  pages\n");
+    put(o, "                                            live                    "
+           "      peak\n");
+    put(o, "class   block      requests        blocks        bytes  pages        blocks"
+           "        bytes  pages\n");
     for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
         const alloc_class_stats_t *k = &s->classes[i];
+        const alloc_class_peaks_t *kp = &s->class_peaks[i];
         if (k->requests == 0 && k->pages == 0)
             continue;
-        put(o, "%5u %7zu %13lu %13zu %14s %6zu\n", i, k->block_size,
+        put(o, "%5u %7zu %13lu %13zu %12s %6zu %13zu %12s %6zu\n", i, k->block_size,
             (unsigned long)k->requests, k->live_blocks, human(a, sizeof a, k->live_bytes),
-            k->pages);
+            k->pages, kp->live_blocks, human(b, sizeof b, kp->live_bytes), kp->pages);
     }
 }
 
@@ -231,28 +368,36 @@ static void json_report(out_t *o, const alloc_stats_t *s)
     put(o, "\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
            "\"committed\":%zu,\"purged\":%zu,",
         s->allocated, s->active, s->resident, s->mapped, s->committed, s->purged);
-    put(o, "\"peak\":{\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,\"heaps\":%zu},",
-        s->active_peak, s->resident_peak, s->mapped_peak, s->heaps_live_peak);
+    put(o, "\"peak\":{\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
+           "\"committed\":%zu,\"heaps\":%zu},",
+        s->allocated_peak, s->active_peak, s->resident_peak, s->mapped_peak, s->committed_peak,
+        s->heaps_live_peak);
     put(o, "\"fragmentation\":{\"active_allocated\":%s,\"resident_active\":%s,"
            "\"resident_allocated\":%s},",
         s->allocated ? ratio(a, sizeof a, s->active, s->allocated) : "null",
         s->active ? ratio(b, sizeof b, s->resident, s->active) : "null",
         s->allocated ? ratio(c, sizeof c, s->resident, s->allocated) : "null");
-    put(o, "\"pool\":{\"superpages\":%zu,\"slots_used\":%zu,\"slots_dirty\":%zu,"
-           "\"claims\":%lu,\"releases\":%lu},",
-        s->superpages, s->pool_slots_used, s->pool_slots_dirty,
-        (unsigned long)s->pool_claims, (unsigned long)s->pool_releases);
-    put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu},",
-        (unsigned long)s->large_requests, s->large_live, s->large_live_bytes);
-    put(o, "\"huge\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"cached\":%zu,"
-           "\"cached_bytes\":%zu},",
-        (unsigned long)s->huge_requests, s->huge_live, s->huge_live_bytes, s->huge_cached,
-        s->huge_cached_bytes);
+    put(o, "\"pool\":{\"superpages\":%zu,\"slots_used\":%zu,\"slots_used_peak\":%zu,"
+           "\"slots_dirty\":%zu,\"slots_dirty_peak\":%zu,\"claims\":%lu,\"releases\":%lu},",
+        s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
+        s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
+        (unsigned long)s->pool_releases);
+    put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
+           "\"live_bytes_peak\":%zu},",
+        (unsigned long)s->large_requests, s->large_live, s->large_live_bytes, s->large_live_peak,
+        s->large_live_bytes_peak);
+    put(o, "\"huge\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
+           "\"live_bytes_peak\":%zu,\"cached\":%zu,\"cached_bytes\":%zu,\"cached_peak\":%zu,"
+           "\"cached_bytes_peak\":%zu},",
+        (unsigned long)s->huge_requests, s->huge_live, s->huge_live_bytes, s->huge_live_peak,
+        s->huge_live_bytes_peak, s->huge_cached, s->huge_cached_bytes, s->huge_cached_peak,
+        s->huge_cached_bytes_peak);
     put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
-           "\"abandoned_pages\":%zu,\"pages_adopted\":%lu,\"remote_frees\":%lu},",
+           "\"abandoned_pages\":%zu,\"abandoned_pages_peak\":%zu,\"pages_adopted\":%lu,"
+           "\"remote_frees\":%lu},",
         s->heaps_live, (unsigned long)s->heaps_created, (unsigned long)s->heaps_exited,
-        s->heaps_abandoned_pages, (unsigned long)s->pages_adopted,
-        (unsigned long)s->remote_frees);
+        s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees);
     put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
         (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
         (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);
@@ -260,12 +405,14 @@ static void json_report(out_t *o, const alloc_stats_t *s)
     const char *sep = "";
     for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
         const alloc_class_stats_t *k = &s->classes[i];
+        const alloc_class_peaks_t *kp = &s->class_peaks[i];
         if (k->requests == 0 && k->pages == 0)
             continue;
         put(o, "%s{\"class\":%u,\"block_size\":%zu,\"requests\":%lu,\"live_blocks\":%zu,"
-               "\"live_bytes\":%zu,\"pages\":%zu}",
+               "\"live_bytes\":%zu,\"pages\":%zu,\"live_blocks_peak\":%zu,"
+               "\"live_bytes_peak\":%zu,\"pages_peak\":%zu}",
             sep, i, k->block_size, (unsigned long)k->requests, k->live_blocks, k->live_bytes,
-            k->pages);
+            k->pages, kp->live_blocks, kp->live_bytes, kp->pages);
         sep = ",";
     }
     put(o, "]}\n");
@@ -281,8 +428,7 @@ static bool report(int fd, bool json, bool wait)
         sched_yield();
     }
     out_t o = { report_buf, 0, sizeof report_buf };
-    report_stats.size = sizeof report_stats;
-    alloc_stats_get(&report_stats);
+    stats_fill(&report_stats);
     if (json)
         json_report(&o, &report_stats);
     else

@@ -11,15 +11,28 @@ TOP = {"shoal": str, "version": int, "pid": int, "elapsed_ms": int,
        "pool": dict, "large": dict, "huge": dict, "threads": dict,
        "faults": dict, "dumps": int, "dumps_skipped": int, "classes": list}
 NESTED = {
-    "peak": ["active", "resident", "mapped", "heaps"],
-    "pool": ["superpages", "slots_used", "slots_dirty", "claims", "releases"],
-    "large": ["requests", "live", "live_bytes"],
-    "huge": ["requests", "live", "live_bytes", "cached", "cached_bytes"],
+    "peak": ["allocated", "active", "resident", "mapped", "committed", "heaps"],
+    "pool": ["superpages", "slots_used", "slots_used_peak", "slots_dirty",
+             "slots_dirty_peak", "claims", "releases"],
+    "large": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak"],
+    "huge": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak", "cached",
+             "cached_bytes", "cached_peak", "cached_bytes_peak"],
     "threads": ["heaps_live", "heaps_created", "heaps_exited", "abandoned_pages",
-                "pages_adopted", "remote_frees"],
+                "abandoned_pages_peak", "pages_adopted", "remote_frees"],
     "faults": ["minor", "major"],
 }
-CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages"]
+CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages",
+         "live_blocks_peak", "live_bytes_peak", "pages_peak"]
+# Each current value and the field that holds its peak.
+PEAKS = [(("allocated",), ("peak", "allocated")), (("active",), ("peak", "active")),
+         (("mapped",), ("peak", "mapped")), (("committed",), ("peak", "committed")),
+         (("threads", "heaps_live"), ("peak", "heaps")),
+         (("threads", "abandoned_pages"), ("threads", "abandoned_pages_peak"))] + [
+    ((group, key), (group, key + "_peak"))
+    for group, keys in (("pool", ("slots_used", "slots_dirty")),
+                        ("large", ("live", "live_bytes")),
+                        ("huge", ("live", "live_bytes", "cached", "cached_bytes")))
+    for key in keys]
 
 
 def check(doc, where):
@@ -44,13 +57,22 @@ def check(doc, where):
         last = c["class"]
         need(c["live_bytes"] == c["live_blocks"] * c["block_size"], f"live_bytes wrong: {c}")
         need(c["live_blocks"] <= c["requests"], f"more live than requested: {c}")
+        for key in ("live_blocks", "live_bytes", "pages"):
+            need(c[key + "_peak"] >= c[key], f"class {key} above its peak: {c}")
+        need(c["live_bytes_peak"] == c["live_blocks_peak"] * c["block_size"],
+             f"live_bytes_peak wrong: {c}")
         class_bytes += c["live_bytes"]
     need(doc["allocated"] == class_bytes + doc["large"]["live_bytes"] + doc["huge"]["live_bytes"],
          "allocated is not the sum of classes, large and huge")
     need(doc["mapped"] >= doc["active"], "active above mapped")
     need(doc["committed"] >= doc["active"], "committed below active")
-    need(doc["peak"]["active"] >= doc["active"], "active above its peak")
-    need(doc["peak"]["mapped"] >= doc["mapped"], "mapped above its peak")
+    for cur, peak in PEAKS:
+        def value(path):
+            v = doc
+            for key in path:
+                v = v[key]
+            return v
+        need(value(peak) >= value(cur), f"{'.'.join(cur)} above its peak {'.'.join(peak)}")
 
 
 def main():

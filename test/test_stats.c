@@ -31,9 +31,30 @@ static alloc_stats_t take(void)
 static void test_rejects_small_struct(void **state)
 {
     (void)state;
-    alloc_stats_t st = { .size = sizeof st - 1 };
+    alloc_stats_t st = { .size = ALLOC_STATS_SIZE_V2 - 1 };
     assert_int_equal(alloc_stats_get(&st), EINVAL);
     assert_int_equal(alloc_stats_get(NULL), EINVAL);
+}
+
+/* A program built against version 2 of shoal.h passes the smaller size:
+ * it gets that prefix, filled, version 2, and nothing beyond it is
+ * written. */
+static void test_older_struct_gets_its_prefix(void **state)
+{
+    (void)state;
+    static unsigned char buf[sizeof(alloc_stats_t) + 64];
+    memset(buf, 0xab, sizeof buf);
+    alloc_stats_t *st = (alloc_stats_t *)buf;
+    st->size = ALLOC_STATS_SIZE_V2;
+    void *p = alloc_malloc(100);
+    assert_int_equal(alloc_stats_get(st), 0);
+    alloc_free(p);
+    assert_int_equal(st->size, ALLOC_STATS_SIZE_V2);
+    assert_int_equal(st->version, 2);
+    assert_true(st->allocated >= 100 && st->mapped >= st->active && st->heaps_live >= 1);
+    assert_int_equal(st->classes[ALLOC_STATS_CLASSES - 1].block_size, 64 * 1024);
+    for (size_t i = ALLOC_STATS_SIZE_V2; i < sizeof buf; i++)
+        assert_int_equal(buf[i], 0xab);
 }
 
 static unsigned class_of(size_t n)
@@ -100,6 +121,69 @@ static void test_counters_exact(void **state)
     alloc_stats_t d = take();
     assert_int_equal(d.classes[cs].live_blocks, a.classes[cs].live_blocks);
     assert_int_equal(d.classes[cm].live_blocks, a.classes[cm].live_blocks);
+}
+
+/* Peaks: every read samples them, and huge blocks keep theirs exactly.
+ * The classes used here (3000 and 6000 bytes) appear in no other test of
+ * this file, so their peaks are this test's own. */
+static void test_peaks_after_reads(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    static void *blocks[N];
+    unsigned k = class_of(3000);
+    alloc_stats_t a = take();
+    assert_int_equal(a.class_peaks[k].live_blocks, a.classes[k].live_blocks);
+    for (int i = 0; i < N; i++)
+        memset(blocks[i] = alloc_malloc(3000), 5, 3000);
+    void *h1 = alloc_malloc(3u << 20), *h2 = alloc_malloc(6u << 20);
+    void *l = alloc_malloc(300000);
+    assert_true(h1 != NULL && h2 != NULL && l != NULL);
+    alloc_stats_t b = take();           /* the high point, sampled */
+    for (int i = 0; i < N; i++)
+        alloc_free(blocks[i]);
+    alloc_free(h1);
+    alloc_free(h2);
+    alloc_free(l);
+    alloc_stats_t c = take();
+    assert_int_equal(c.classes[k].live_blocks, a.classes[k].live_blocks);
+    assert_int_equal(c.class_peaks[k].live_blocks, a.classes[k].live_blocks + N);
+    assert_int_equal(c.class_peaks[k].live_bytes, c.class_peaks[k].live_blocks *
+                                                      c.classes[k].block_size);
+    assert_true(c.class_peaks[k].pages >= b.classes[k].pages && b.classes[k].pages >= 1);
+    assert_true(c.allocated_peak >= b.allocated && b.allocated > c.allocated);
+    assert_true(c.committed_peak >= b.committed);
+    assert_true(c.large_live_peak >= a.large_live + 1);
+    assert_true(c.large_live_bytes_peak >= b.large_live_bytes);
+    assert_true(c.huge_live_peak >= a.huge_live + 2);
+    assert_true(c.huge_live_bytes_peak >= a.huge_live_bytes + (9u << 20));
+    assert_true(c.pool_slots_used_peak >= b.pool_slots_used);
+    assert_true(c.huge_cached_peak >= c.huge_cached && c.huge_cached_bytes_peak >=
+                                                           c.huge_cached_bytes);
+}
+
+/* Without a read in between, the peak is sampled when a page runs dry or
+ * a large or huge block is made, once the sampling interval (250 us per
+ * live heap) has passed: 20 ms of sleep make sure it has. */
+static void test_peaks_sampled_between_reads(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    static void *blocks[N];
+    unsigned k = class_of(6000);
+    alloc_stats_t a = take();
+    for (int i = 0; i < N; i++)
+        memset(blocks[i] = alloc_malloc(6000), 6, 6000);
+    usleep(20 * 1000);
+    void *h = alloc_malloc(3u << 20);   /* a huge block: a moment to sample */
+    assert_non_null(h);
+    alloc_free(h);
+    for (int i = 0; i < N; i++)
+        alloc_free(blocks[i]);
+    alloc_stats_t b = take();
+    assert_int_equal(b.classes[k].live_blocks, a.classes[k].live_blocks);
+    assert_int_equal(b.class_peaks[k].live_blocks, a.classes[k].live_blocks + N);
+    assert_true(b.allocated_peak >= a.allocated + N * 6000 + (3u << 20));
 }
 
 typedef struct remote_s {
@@ -264,6 +348,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rejects_small_struct),
+        cmocka_unit_test(test_older_struct_gets_its_prefix),
+        cmocka_unit_test(test_peaks_after_reads),
+        cmocka_unit_test(test_peaks_sampled_between_reads),
         cmocka_unit_test(test_counters_exact),
         cmocka_unit_test(test_remote_frees_counted),
         cmocka_unit_test(test_text_report),

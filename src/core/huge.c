@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include "counter.h"
 #include "layout.h"
 #include "options.h"
 #include "purge.h"
@@ -24,6 +25,7 @@ static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
 static cached_map_t cache[HUGE_CACHE];
 static unsigned cached;
 static _Atomic size_t live, live_bytes, cached_bytes, cached_maps;
+static _Atomic size_t live_peak, live_bytes_peak, cached_peak, cached_bytes_peak;
 static _Atomic uint64_t requests;
 
 /* Where the block starts in a mapping, for an alignment. */
@@ -100,8 +102,9 @@ static void *map_block(char *base, size_t size, size_t align, size_t need_zero_b
     h->user = user;
     h->usable = size - off;
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
-    atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);
+    shoal_peak_update(&live_peak, atomic_fetch_add_explicit(&live, 1, memory_order_relaxed) + 1);
+    shoal_peak_update(&live_bytes_peak,
+                      atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed) + size);
     return user;
 }
 
@@ -178,8 +181,10 @@ void shoal_huge_free(shoal_huge_t *h)
         take_out(oldest, evicted, &n_evicted);
     }
     cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
-    atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed);
+    shoal_peak_update(&cached_bytes_peak,
+                      atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed) + size);
     atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
+    shoal_peak_update(&cached_peak, cached);
     shoal_unlock(&cache_lock);
     release_taken(evicted, n_evicted);
     shoal_purge_note_free();
@@ -274,4 +279,8 @@ void shoal_huge_stats(shoal_huge_stats_t *st)
     st->live_bytes = atomic_load_explicit(&live_bytes, memory_order_relaxed);
     st->cached_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
     st->cached = atomic_load_explicit(&cached_maps, memory_order_relaxed);
+    st->live_peak = atomic_load_explicit(&live_peak, memory_order_relaxed);
+    st->live_bytes_peak = atomic_load_explicit(&live_bytes_peak, memory_order_relaxed);
+    st->cached_peak = atomic_load_explicit(&cached_peak, memory_order_relaxed);
+    st->cached_bytes_peak = atomic_load_explicit(&cached_bytes_peak, memory_order_relaxed);
 }

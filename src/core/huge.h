@@ -50,6 +50,7 @@ void shoal_huge_fork_release(void);
 typedef struct shoal_huge_stats_s {
     uint64_t requests;
     size_t live, live_bytes, cached, cached_bytes;      /* mapping bytes */
+    size_t live_peak, live_bytes_peak, cached_peak, cached_bytes_peak;
 } shoal_huge_stats_t;
 void shoal_huge_stats(shoal_huge_stats_t *st);
 

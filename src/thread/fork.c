@@ -14,6 +14,7 @@
 #include "heap.h"
 #include "../core/huge.h"
 #include "../core/pool.h"
+#include "../stats.h"
 
 static void prepare(void)
 {
@@ -35,6 +36,7 @@ static void child(void)
     shoal_huge_fork_release();
     shoal_heap_fork_child();
     shoal_purger_fork_child();
+    shoal_stats_fork_child();
 }
 
 void shoal_fork_init(void)

@@ -31,6 +31,7 @@
 #include "../core/purge.h"
 #include "../core/sync.h"
 #include "../os/os.h"
+#include "../stats.h"
 
 shoal_page_t shoal_empty_page;
 shoal_heap_t shoal_empty_heap = {
@@ -359,6 +360,8 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
         h->large_cache_used = true;
     } else if (!shoal_pool_claim(order, &s)) {
         return NULL;
+    } else {
+        shoal_stats_tick();     /* the footprint grows: sample the peaks */
     }
     count_large(h, 1, 0, SHOAL_SLOT_SIZE << order, 0);
     return shoal_large_make(&s, n, zero);
@@ -564,6 +567,9 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     take_notifications(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle_heads(h);
+    /* A page ran dry: this thread's live blocks of the class are at a
+     * high, a moment to sample the peaks (stats.c). */
+    shoal_stats_tick();
     shoal_page_t *pg = search_queue(h, cls);
     if (pg == NULL && adopt(h, 64, cls) != 0)
         pg = search_queue(h, cls);

@@ -24,7 +24,7 @@
  * CHILD_TIMEOUT_S and reported.  In `thread` mode every other child
  * leaves through pthread_exit, so the thread-exit path (abandoning the
  * heap) also runs in a forked child, and the process must then end as
- * its last thread exits.
+ * its last thread exits (not under TSan, see child_run).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -192,6 +192,12 @@ static void child_run(void **mine, void **other, unsigned iter, bool leave_by_pt
     pthread_join(t, NULL);
 #endif
     alloc_collect(true);
+#ifdef DROP_IN_TSAN
+    /* ThreadSanitizer finishes a thread's state at pthread_exit and then,
+     * when it was the last, runs the exit handlers on it: instrumented
+     * code there (any library's destructor) can crash its runtime. */
+    leave_by_pthread_exit = false;
+#endif
     if (leave_by_pthread_exit)
         pthread_exit(NULL);     /* last thread: the process exits with 0 */
 #ifdef DROP_IN_ASAN

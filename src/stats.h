@@ -1,0 +1,12 @@
+/* stats.h - what the allocator's slow paths tell the statistics. */
+#ifndef SHOAL_STATS_H
+#define SHOAL_STATS_H
+
+/* A heap's page ran dry, or a large or huge block was made: sample the peaks of
+ * the values summed over threads, if the last sample is old enough. */
+void shoal_stats_tick(void);
+
+/* In the child of a fork: a sample another thread was taking is not. */
+void shoal_stats_fork_child(void);
+
+#endif

@@ -5,6 +5,9 @@
 #include "shoal.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <unistd.h>
 #include "core/layout.h"
 
@@ -62,6 +65,86 @@ SHOAL_EXPORT void *pvalloc(size_t n)
 /* glibc's malloc_stats(): the report, on stderr.  (It also makes a static
  * link pull in the statistics code, and with it the signal dump.) */
 SHOAL_EXPORT void malloc_stats(void) { alloc_stats_print(2); }
+
+/* ---- glibc's malloc.h extras ------------------------------------------
+ * Programs call these to trim or describe the heap; a static link of a
+ * program that uses one would otherwise pull glibc's malloc in beside
+ * shoal's and fail.  They answer from shoal's own figures. */
+
+static alloc_stats_t stats_now(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    alloc_stats_get(&st);
+    return st;
+}
+
+/* Give free memory back to the OS now; 1 if some went back. */
+SHOAL_EXPORT int malloc_trim(size_t pad)
+{
+    (void)pad;
+    size_t before = stats_now().committed;
+    alloc_collect(true);
+    return stats_now().committed < before;
+}
+
+/* glibc's fields, in shoal's terms: the pool memory in use is the
+ * "arena", huge blocks are the "mmapped" ones, and memory freed but not
+ * yet given back is what a trim could release. */
+SHOAL_EXPORT struct mallinfo2 mallinfo2(void)
+{
+    alloc_stats_t st = stats_now();
+    size_t pool = st.active - st.huge_live_bytes;
+    size_t used = st.allocated - st.huge_live_bytes;
+    return (struct mallinfo2){
+        .arena = pool,
+        .hblks = st.huge_live,
+        .hblkhd = st.huge_live_bytes,
+        .uordblks = used,
+        .fordblks = pool > used ? pool - used : 0,
+        .keepcost = st.committed - st.active,
+    };
+}
+
+static int clamp(size_t v)
+{
+    return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+SHOAL_EXPORT struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return (struct mallinfo){ .arena = clamp(m.arena), .hblks = clamp(m.hblks),
+                              .hblkhd = clamp(m.hblkhd), .uordblks = clamp(m.uordblks),
+                              .fordblks = clamp(m.fordblks), .keepcost = clamp(m.keepcost) };
+}
+
+/* glibc's tunables have no meaning here (SHOAL_* options govern shoal):
+ * accepted, as glibc accepts them, and ignored. */
+SHOAL_EXPORT int mallopt(int param, int value)
+{
+    (void)param;
+    (void)value;
+    return 1;
+}
+
+/* glibc writes XML; so does this, with shoal's summary. */
+SHOAL_EXPORT int malloc_info(int options, FILE *fp)
+{
+    if (options != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    alloc_stats_t st = stats_now();
+    fprintf(fp, "<malloc version=\"shoal-%d.%d\">\n", SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR);
+    fprintf(fp, "<total type=\"allocated\" size=\"%zu\"/>\n", st.allocated);
+    fprintf(fp, "<total type=\"active\" size=\"%zu\"/>\n", st.active);
+    fprintf(fp, "<total type=\"committed\" size=\"%zu\"/>\n", st.committed);
+    fprintf(fp, "<total type=\"mapped\" size=\"%zu\"/>\n", st.mapped);
+    fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", st.huge_live,
+            st.huge_live_bytes);
+    fprintf(fp, "</malloc>\n");
+    return 0;
+}
 
 /* glibc's internal names, which some programs and libraries call. */
 SHOAL_EXPORT void *__libc_malloc(size_t n) { return alloc_malloc(n); }

@@ -30,7 +30,7 @@
 _Static_assert(ALLOC_STATS_CLASSES == SHOAL_CLASSES, "one row per size class");
 
 static uint64_t start_ms;
-static int stats_fd = 2;                        /* SHOAL_STATS_FILE, or stderr */
+static char stats_path[4096];                   /* SHOAL_STATS_FILE, or "": stderr */
 static atomic_flag dumping = ATOMIC_FLAG_INIT;
 static _Atomic uint64_t n_dumps, n_skipped;
 static _Atomic int installed_signal;            /* ours, 0 if none */
@@ -450,13 +450,29 @@ void alloc_stats_print_json(int fd)
 
 /* ---- the signal dump and the report at exit --------------------------- */
 
+/* A report to SHOAL_STATS_FILE (or stderr).  The file is opened for each
+ * report, never held: a daemon that closes every descriptor, or reuses
+ * their numbers, neither loses its reports nor finds them in a file of
+ * its own.  open(2) and close(2) are async-signal-safe. */
+static bool dump(bool wait)
+{
+    int fd = stats_path[0] != '\0'
+                 ? open(stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+    bool done = report(fd >= 0 ? fd : 2, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, wait);
+    if (fd >= 0)
+        close(fd);
+    return done;
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
-    if (report(stats_fd, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, false))
+    int saved = errno;
+    if (dump(false))
         atomic_fetch_add_explicit(&n_dumps, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&n_skipped, 1, memory_order_relaxed);
+    errno = saved;
 }
 
 /* STATS_SIGNAL changed (or start-up): move our handler to the new signal.
@@ -491,11 +507,14 @@ __attribute__((constructor(101))) static void stats_start(void)
     start_ms = shoal_os_now_ms();
     const char *path = getenv("SHOAL_STATS_FILE");
     if (path != NULL && *path != '\0') {
+        /* Try it now, so that a bad path is reported at start-up. */
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0)
-            stats_fd = fd;
-        else
+        if (fd < 0 || strlen(path) >= sizeof stats_path)
             shoal_warning("SHOAL_STATS_FILE=%s cannot be opened; reports go to stderr", path);
+        else
+            memcpy(stats_path, path, strlen(path) + 1);
+        if (fd >= 0)
+            close(fd);
     }
     apply_stats_signal(shoal_opt(ALLOC_OPTION_STATS_SIGNAL));
     shoal_option_on_change(ALLOC_OPTION_STATS_SIGNAL, apply_stats_signal);
@@ -504,5 +523,5 @@ __attribute__((constructor(101))) static void stats_start(void)
 __attribute__((destructor)) static void stats_exit(void)
 {
     if (shoal_opt(ALLOC_OPTION_SHOW_STATS))
-        report(stats_fd, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, true);
+        dump(true);
 }

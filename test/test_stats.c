@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "shoal.h"
 #include "test_util.h"
@@ -344,6 +345,29 @@ static void test_signal_storm(void **state)
     assert_int_equal(lines, dumps);
 }
 
+/* SHOAL_STATS_FILE is opened for each report and never held open: no
+ * descriptor of this process refers to it, and a dump still reaches it. */
+static void test_stats_file_not_held(void **state)
+{
+    (void)state;
+    const char *file = getenv("SHOAL_STATS_FILE");
+    int sig = (int)alloc_option_get(ALLOC_OPTION_STATS_SIGNAL);
+    if (file == NULL || sig == 0)
+        skip();                 /* run through ctest, which sets them */
+    struct stat want, fst;
+    assert_int_equal(stat(file, &want), 0);
+    for (int fd = 0; fd < 1024; fd++)
+        assert_false(fstat(fd, &fst) == 0 && fst.st_dev == want.st_dev &&
+                     fst.st_ino == want.st_ino);
+    alloc_stats_t before = take();
+    raise(sig);
+    alloc_stats_t after = take();
+    assert_int_equal(after.dumps, before.dumps + 1);
+    struct stat grown;
+    assert_int_equal(stat(file, &grown), 0);
+    assert_true(grown.st_size > want.st_size);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_remote_frees_counted),
         cmocka_unit_test(test_text_report),
         cmocka_unit_test(test_signal_storm),
+        cmocka_unit_test(test_stats_file_not_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,6 +61,7 @@ static const char *const family[] = {
     "free_sized", "free_aligned_sized", "malloc_stats",
     "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
     "__libc_memalign", "__posix_memalign",
+    "malloc_trim", "mallinfo", "mallinfo2", "mallopt", "malloc_info",
 };
 
 /* The names glibc itself has (the control checks only these). */
@@ -260,6 +261,48 @@ static void realloc_chain(void)
 }
 
 /* Thousands of blocks of every size class and then some. */
+/* glibc's malloc.h extras answer from the malloc in use: with shoal, a
+ * live 1 MiB block and a 5 MiB one show in mallinfo2, malloc_info writes
+ * its XML, and a trim after freeing them works.  (In a fully static
+ * program they only link if shoal defines them.) */
+static void malloc_h_extras(bool shoal)
+{
+    char *mid = malloc(1 << 20), *big = malloc(5 << 20);
+    CHECK(mid != NULL && big != NULL, "malloc for the extras");
+    memset(mid, 1, 1 << 20);
+    memset(big, 2, 5 << 20);
+    struct mallinfo2 m = mallinfo2();
+    CHECK(m.uordblks + m.hblkhd >= (6u << 20), "mallinfo2: %zu + %zu bytes in use, "
+          "with 6 MiB live", m.uordblks, m.hblkhd);
+    if (shoal)
+        CHECK(m.hblks >= 1 && m.hblkhd >= (5u << 20), "mallinfo2: the 5 MiB block is not "
+              "among the mmapped ones (%zu, %zu bytes)", m.hblks, m.hblkhd);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"     /* still called */
+    CHECK(mallinfo().uordblks > 0, "mallinfo: nothing in use");
+#pragma GCC diagnostic pop
+    CHECK(mallopt(M_ARENA_MAX, 2) == 1, "mallopt(M_ARENA_MAX) refused");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL && malloc_info(0, f) == 0, "malloc_info failed");
+    if (f != NULL)
+        fclose(f);
+    CHECK(text != NULL && strncmp(text, "<malloc version=", 16) == 0 &&
+          strstr(text, "</malloc>") != NULL, "malloc_info wrote: %s", text ? text : "(nothing)");
+    if (shoal)
+        CHECK(strstr(text, "shoal") != NULL, "malloc_info is not shoal's: %s", text);
+    free(text);
+    CHECK(mid[12345] == 1 && big[(5 << 20) - 1] == 2, "blocks damaged by the extras");
+    free(mid);
+    free(big);
+    int r = malloc_trim(0);
+    CHECK(r == 0 || r == 1, "malloc_trim returned %d", r);
+    if (shoal)
+        CHECK(mallinfo2().hblkhd + (5u << 20) <= m.hblkhd + (1u << 20),
+              "the 5 MiB block still counts after free and trim");
+}
+
 static void workload(void)
 {
     enum { N = 20000 };
@@ -358,6 +401,7 @@ int main(int argc, char **argv)
     other_thread();
     fork_child();
     void *brk1 = sbrk(0);
+    malloc_h_extras(!glibc);
 
     if (glibc) {
         CHECK(brk1 != brk0, "without shoal the program break should have moved");

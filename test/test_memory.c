@@ -177,17 +177,24 @@ static int fill_to_limit(void **blocks, int max)
     return n;
 }
 
-static void test_max_memory(void **state)
+/* Set MAX_MEMORY to what is mapped after a collection, plus `room`. */
+static void limit_to(long room)
 {
-    (void)state;
-    enum { MAX = 4096 };
-    static void *blocks[MAX];
     alloc_stats_t st = { .size = sizeof st };
     alloc_collect(true);
     assert_int_equal(alloc_stats_get(&st), 0);
-    long limit = (long)st.mapped + (64L << 20);
+    long limit = (long)st.mapped + room;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), limit);
+}
+
+enum { MAX = 4096 };
+static void *blocks[MAX];
+
+static void test_max_memory(void **state)
+{
+    (void)state;
+    limit_to(64L << 20);
     errno = 0;
     assert_null(alloc_malloc(128u << 20));       /* a huge block beyond the limit */
     assert_int_equal(errno, ENOMEM);
@@ -213,12 +220,7 @@ static void test_max_memory(void **state)
 static void test_max_memory_merges_cached_spans(void **state)
 {
     (void)state;
-    enum { MAX = 4096 };
-    static void *blocks[MAX];
-    alloc_stats_t st = { .size = sizeof st };
-    alloc_collect(true);
-    assert_int_equal(alloc_stats_get(&st), 0);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)st.mapped + (16L << 20)), 0);
+    limit_to(16L << 20);
     int n = fill_to_limit(blocks, MAX);
     /* Every free 2 MiB-aligned run of slots would have held two of them,
      * so none is left; find two that are buddies in a superpage's upper

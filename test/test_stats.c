@@ -124,6 +124,21 @@ static void test_counters_exact(void **state)
     assert_int_equal(d.classes[cm].live_blocks, a.classes[cm].live_blocks);
 }
 
+static void make_blocks(void **b, int n, size_t size, int fill)
+{
+    for (int i = 0; i < n; i++) {
+        b[i] = alloc_malloc(size);
+        assert_non_null(b[i]);
+        memset(b[i], fill, size);
+    }
+}
+
+static void free_blocks(void **b, int n)
+{
+    for (int i = 0; i < n; i++)
+        alloc_free(b[i]);
+}
+
 /* Peaks: every read samples them, and huge blocks keep theirs exactly.
  * The classes used here (3000 and 6000 bytes) appear in no other test of
  * this file, so their peaks are this test's own. */
@@ -135,14 +150,12 @@ static void test_peaks_after_reads(void **state)
     unsigned k = class_of(3000);
     alloc_stats_t a = take();
     assert_int_equal(a.class_peaks[k].live_blocks, a.classes[k].live_blocks);
-    for (int i = 0; i < N; i++)
-        memset(blocks[i] = alloc_malloc(3000), 5, 3000);
+    make_blocks(blocks, N, 3000, 5);
     void *h1 = alloc_malloc(3u << 20), *h2 = alloc_malloc(6u << 20);
     void *l = alloc_malloc(300000);
     assert_true(h1 != NULL && h2 != NULL && l != NULL);
     alloc_stats_t b = take();           /* the high point, sampled */
-    for (int i = 0; i < N; i++)
-        alloc_free(blocks[i]);
+    free_blocks(blocks, N);
     alloc_free(h1);
     alloc_free(h2);
     alloc_free(l);
@@ -173,14 +186,12 @@ static void test_peaks_sampled_between_reads(void **state)
     static void *blocks[N];
     unsigned k = class_of(6000);
     alloc_stats_t a = take();
-    for (int i = 0; i < N; i++)
-        memset(blocks[i] = alloc_malloc(6000), 6, 6000);
+    make_blocks(blocks, N, 6000, 6);
     usleep(20 * 1000);
     void *h = alloc_malloc(3u << 20);   /* a huge block: a moment to sample */
     assert_non_null(h);
     alloc_free(h);
-    for (int i = 0; i < N; i++)
-        alloc_free(blocks[i]);
+    free_blocks(blocks, N);
     alloc_stats_t b = take();
     assert_int_equal(b.classes[k].live_blocks, a.classes[k].live_blocks);
     assert_int_equal(b.class_peaks[k].live_blocks, a.classes[k].live_blocks + N);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include "../core/options.h"
 #include "../core/purge.h"
+#include "../os/os.h"
 
 enum { PURGER_NONE, PURGER_RUNNING, PURGER_FAILED };
 
@@ -45,24 +46,32 @@ static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
  * the purger must go too.  /proc/self/stat gives the thread count (field
  * 20) and the main thread's state (field 3): a main thread that ended with
  * pthread_exit stays counted, as a zombie, until the process ends. */
-static bool alone(void)
+/* The process's live threads, from /proc/self/stat (a main thread that
+ * called pthread_exit stays listed as a zombie and does not count);
+ * -1 if it cannot be read. */
+static long live_threads(void)
 {
     char buf[512];
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
-        return false;
+        return -1;
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');      /* the name may hold spaces */
     if (p == NULL || p[1] == '\0')
-        return false;
+        return -1;
     long zombie_main = p[2] == 'Z';
     for (int field = 2; p != NULL && field < 20; field++)
         p = strchr(p + 1, ' ');
-    return p != NULL && strtol(p + 1, NULL, 10) - zombie_main == 1;
+    return p != NULL ? strtol(p + 1, NULL, 10) - zombie_main : -1;
+}
+
+static bool alone(void)
+{
+    return live_threads() == 1;
 }
 
 static void wake(void)
@@ -131,10 +140,27 @@ static void *purger_main(void *arg)
 /* PURGE_THREAD=auto starts the purger only in a process that has had two
  * threads allocating: a single-threaded program stays single-threaded
  * (unshare(CLONE_NEWUSER), for one, refuses a multi-threaded process). */
+/* In auto mode the purger may start once the process has a second
+ * thread: one that allocated (a second heap), or any other - a server
+ * whose helper threads never allocate, like redis's, must not keep its
+ * freed memory while idle.  A single-threaded program stays so (it may
+ * want unshare(CLONE_NEWUSER)); the thread count is read at most once a
+ * second, as this runs on slow paths while memory awaits purging. */
 static bool wanted(void)
 {
+    static _Atomic uint64_t next_look_ms;
     long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);
-    return mode == 1 || (mode == -1 && shoal_heap_created() >= 2);
+    if (mode != -1)
+        return mode == 1;
+    if (shoal_heap_created() >= 2)
+        return true;
+    uint64_t now = shoal_os_now_ms();
+    uint64_t due = atomic_load_explicit(&next_look_ms, memory_order_relaxed);
+    if (now < due || !atomic_compare_exchange_strong_explicit(&next_look_ms, &due, now + 1000,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        return false;
+    return live_threads() >= 2;
 }
 
 void shoal_purger_start(void)

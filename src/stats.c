@@ -76,7 +76,7 @@ static size_t read_resident(void)
  * cost a small, fixed share of one thread's time however many threads
  * there are; what it can miss is a rise and fall shorter than that.
  */
-#define PEAK_SAMPLE_US 250
+#define PEAK_SAMPLE_US 1000
 
 typedef struct summary_s {
     size_t allocated, active, committed, dirty, large, large_bytes, abandoned;

@@ -177,8 +177,8 @@ static void test_peaks_after_reads(void **state)
 }
 
 /* Without a read in between, the peak is sampled when a page runs dry or
- * a large or huge block is made, once the sampling interval (250 us per
- * live heap) has passed: 20 ms of sleep make sure it has. */
+ * a large or huge block is made, once the sampling interval (1 ms per
+ * live heap) has passed: 50 ms of sleep make sure it has. */
 static void test_peaks_sampled_between_reads(void **state)
 {
     (void)state;
@@ -187,7 +187,7 @@ static void test_peaks_sampled_between_reads(void **state)
     unsigned k = class_of(6000);
     alloc_stats_t a = take();
     make_blocks(blocks, N, 6000, 6);
-    usleep(20 * 1000);
+    usleep(50 * 1000);
     void *h = alloc_malloc(3u << 20);   /* a huge block: a moment to sample */
     assert_non_null(h);
     alloc_free(h);

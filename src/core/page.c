@@ -49,11 +49,12 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->used = 0;
     pg->block_size = (uint32_t)bsize;
     atomic_store_explicit(&pg->capacity, 0, memory_order_relaxed);
+    atomic_store_explicit(&pg->carved, 0, memory_order_relaxed);
     pg->reserved = (uint16_t)((SHOAL_SLOT_SIZE << order) / bsize);
     pg->slot_offset = 0;
     pg->order = (uint8_t)order;
     pg->size_class = (uint8_t)cls;
-    pg->div_magic = (uint32_t)((((uint64_t)1 << 32) + bsize - 1) / bsize);
+    pg->div_check = UINT64_MAX / bsize + 1;        /* ceil(2^64 / bsize) */
     pg->start = shoal_page_start(pg);
     /* A new key each time the slot becomes a page: marks and links left
      * by an earlier life of the same memory do not decode. */
@@ -96,6 +97,8 @@ void shoal_page_extend(shoal_page_t *pg)
     /* Relaxed: a freeing thread reads it only for blocks it was handed,
      * which were carved before they were handed out. */
     atomic_store_explicit(&pg->capacity, (uint16_t)(capacity + n), memory_order_relaxed);
+    atomic_store_explicit(&pg->carved, (uint32_t)((capacity + n) * pg->block_size),
+                          memory_order_relaxed);
 }
 
 bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b)

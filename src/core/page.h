@@ -64,9 +64,10 @@ typedef struct shoal_page_s {
     uint8_t slot_offset;        /* TAIL: slots back to the head */
     uint8_t order;              /* buddy order of the span */
     uint8_t size_class;
-    uint32_t div_magic;         /* ceil(2^32 / block_size): offset -> index */
+    _Atomic uint32_t carved;    /* capacity * block_size: free checks it */
     uintptr_t key;              /* encodes links, makes the freed mark */
     char *start;                /* the first block */
+    uint64_t div_check;         /* ceil(2^64 / block_size), see shoal_block_is_live */
     /* Owner-only, cold. */
     uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
@@ -115,17 +116,18 @@ static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg, const shoal_blo
     return pg->key ^ (uintptr_t)b;
 }
 
-/* Is b the start of a block of pg that has been handed out (carved) and
- * is not marked free?  The index comes from a multiply by the page's
- * reciprocal: exact for every offset that is a multiple of the block
- * size, so an interior or misaligned pointer always fails the test. */
+/* Is b the start of a block of pg that has been carved (so maybe handed
+ * out) and is not marked free?  The offset must lie in the carved part
+ * (below 512 KiB, so it fits in 32 bits), and be a multiple of the block
+ * size: for a 32-bit n and c = ceil(2^64 / d), d divides n exactly when
+ * n * c, taken modulo 2^64, is below c (Lemire, Kaser and Kurz, "Faster
+ * remainder by direct computation", 2019) - one multiply and a compare,
+ * so an interior or misaligned pointer always fails the test. */
 static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)
 {
-    uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
-    uint32_t idx = (uint32_t)((off * pg->div_magic) >> 32);
-    return (uintptr_t)idx * pg->block_size == off &&
-           idx < atomic_load_explicit(&pg->capacity, memory_order_relaxed) &&
-           b->freed != shoal_freed_mark(pg, b);
+    uint64_t off = (uintptr_t)b - (uintptr_t)pg->start;
+    return off < atomic_load_explicit(&pg->carved, memory_order_relaxed) &&
+           off * pg->div_check < pg->div_check && b->freed != shoal_freed_mark(pg, b);
 }
 
 /* Seed the page keys from the kernel's random numbers (once). */

@@ -40,15 +40,6 @@ static inline void bench_cpu_relax(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ volatile("yield");
-static BENCH_UNUSED double bench_min(const double *v, int n)
-{
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        if (v[i] < m)
-            m = v[i];
-    return m;
-}
-
 #endif
 }
 

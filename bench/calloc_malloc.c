@@ -132,6 +132,19 @@ static void fresh(size_t size, size_t mb, double *malloc_ns, double *calloc_ns, 
     *calloc_ns = tc * 1e9 / (double)per_kind;
 }
 
+/* One size's three figures: malloc and calloc ns per call, and their
+ * ratio; `kind` is "" (recycled blocks) or "fresh_". */
+static void report(const char *kind, size_t size, double malloc_ns, double calloc_ns)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%smalloc_ns.%zu", kind, size);
+    bench_metric(name, malloc_ns, "ns");
+    snprintf(name, sizeof name, "%scalloc_ns.%zu", kind, size);
+    bench_metric(name, calloc_ns, "ns");
+    snprintf(name, sizeof name, "%scalloc_over_malloc.%zu", kind, size);
+    bench_metric(name, calloc_ns / malloc_ns, "x");
+}
+
 int main(int argc, char **argv)
 {
     long iters = bench_arg_long(argc, argv, "--iters", 400000);
@@ -160,24 +173,12 @@ int main(int argc, char **argv)
             m[r] = batch(size, iters, 0) * 1e9 / (double)iters;
             c[r] = batch(size, iters, 1) * 1e9 / (double)iters;
         }
-        double mm = bench_min(m, 5), cm = bench_min(c, 5);
-        char name[64];
-        snprintf(name, sizeof name, "malloc_ns.%zu", size);
-        bench_metric(name, mm, "ns");
-        snprintf(name, sizeof name, "calloc_ns.%zu", size);
-        bench_metric(name, cm, "ns");
-        snprintf(name, sizeof name, "calloc_over_malloc.%zu", size);
-        bench_metric(name, cm / mm, "x");
+        report("", size, bench_min(m, 5), bench_min(c, 5));
         if (fresh_mb > 0 && nkept < 64) {
             double fm, fc;
             fresh(size, fresh_mb, &fm, &fc, &kept[nkept]);
             nkept++;
-            snprintf(name, sizeof name, "fresh_malloc_ns.%zu", size);
-            bench_metric(name, fm, "ns");
-            snprintf(name, sizeof name, "fresh_calloc_ns.%zu", size);
-            bench_metric(name, fc, "ns");
-            snprintf(name, sizeof name, "fresh_calloc_over_malloc.%zu", size);
-            bench_metric(name, fc / fm, "x");
+            report("fresh_", size, fm, fc);
         }
     }
     for (int k = 0; k < nkept; k++) {

@@ -78,6 +78,13 @@ def grouped_bars(ax, groups, allocs, values, ylabel, title, log=False, ref=None)
     ax.legend(fontsize=8)
 
 
+def save(fig, out, name):
+    """Write the figure as out/name.png and free it."""
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name + ".png"), dpi=110)
+    plt.close(fig)
+
+
 def chart_single_block(rows, out):
     pts = {}
     for r in rows:
@@ -103,9 +110,7 @@ def chart_single_block(rows, out):
     ax.set_title("1. one block live at a time: malloc + first-byte write + free")
     ax.grid(alpha=0.3, which="both")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "single_block.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "single_block")
 
 
 def chart_calloc(rows, out):
@@ -126,9 +131,7 @@ def chart_calloc(rows, out):
                  "2. calloc cost", log=True)
     grouped_bars(a2, groups, allocs, v2, "calloc time / malloc time",
                  "2. calloc over malloc (dashed: target 1.10)", ref=1.10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "calloc_malloc.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "calloc_malloc")
 
 
 # The time figure of each multi-threaded / many-object workload.
@@ -176,9 +179,7 @@ def chart_relative(rows, out):
                  "3-7, 9: time relative to shoal", log=True, ref=1.0)
     grouped_bars(a2, rgroups, allocs, rv, "relative to shoal (lower is better)",
                  "3-7, 9: peak RSS relative to shoal", ref=1.0)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "workloads.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "workloads")
 
 
 def chart_page_faults(rows, out):
@@ -197,9 +198,7 @@ def chart_page_faults(rows, out):
         ax.set_title(label)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("8. page-fault-heavy load: shoal with prefault off / on, and the peers")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "page_faults.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "page_faults")
 
 
 def chart_redis(rows, out):
@@ -227,9 +226,7 @@ def chart_redis(rows, out):
         for a, x in get(rows, "redis", m).items():
             v[(g, a)] = x
     grouped_bars(a2, groups, allocs, v, "RSS (MiB)", "9. redis-server RSS")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "redis.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "redis")
 
 
 def main():

@@ -27,15 +27,17 @@ static arena_t *arenas;
 static pthread_barrier_t barrier;
 static double t_start, t_end;
 
-static unsigned char *new_block(bench_rng_t *rng, size_t *size_out, uint64_t tag)
+/* Put a new stamped block of a random size in slot s of arena a. */
+static void fill_slot(arena_t *a, long s, bench_rng_t *rng, uint64_t tag)
 {
     size_t size = (size_t)bench_rng_range(rng, min_size, max_size);
     unsigned char *p = malloc(size);
     if (p == NULL)
         bench_fail("malloc(%zu) returned NULL", size);
     bench_stamp(p, size, tag);
-    *size_out = size;
-    return p;
+    a->ptr[s] = p;
+    a->size[s] = (uint32_t)size;
+    a->tag[s] = tag;
 }
 
 static void *worker(void *arg)
@@ -46,12 +48,8 @@ static void *worker(void *arg)
     uint64_t serial = (uint64_t)id << 48;
 
     arena_t *a = &arenas[id];
-    for (long s = 0; s < slots; s++) {
-        size_t size;
-        a->tag[s] = ++serial;
-        a->ptr[s] = new_block(&rng, &size, a->tag[s]);
-        a->size[s] = (uint32_t)size;
-    }
+    for (long s = 0; s < slots; s++)
+        fill_slot(a, s, &rng, ++serial);
     pthread_barrier_wait(&barrier);
     if (id == 0)
         t_start = bench_now();
@@ -63,10 +61,7 @@ static void *worker(void *arg)
                 bench_fail("thread %d: block %p (%u bytes) was overwritten",
                            id, (void *)a->ptr[s], a->size[s]);
             free(a->ptr[s]);
-            size_t size;
-            a->tag[s] = ++serial;
-            a->ptr[s] = new_block(&rng, &size, a->tag[s]);
-            a->size[s] = (uint32_t)size;
+            fill_slot(a, s, &rng, ++serial);
         }
         pthread_barrier_wait(&barrier);
     }

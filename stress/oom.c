@@ -137,19 +137,10 @@ static void at_failure(worker_t *w, rng_t *g, size_t n)
     e->n = want;
 }
 
-static alloc_stats_t stats_now(void)
-{
-    alloc_stats_t st;
-    memset(&st, 0, sizeof st);
-    st.size = sizeof st;
-    stress_check(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
-    return st;
-}
-
 /* Where the memory is, printed before a recovery failure is reported. */
 static void where_is_memory(void)
 {
-    alloc_stats_t st = stats_now();
+    alloc_stats_t st = stress_stats();
     fprintf(stderr, "stress_oom: MAX_MEMORY %ld; mapped %zu KiB, %zu superpages, %zu of "
             "their slots used; huge: %zu live (%zu KiB), %zu cached (%zu KiB); large: "
             "%zu live (%zu KiB)\n", alloc_option_get(ALLOC_OPTION_MAX_MEMORY),
@@ -262,7 +253,7 @@ static void start_and_join(void)
 
 static void part_max_memory(size_t room)
 {
-    long limit = (long)(stats_now().mapped + room);
+    long limit = (long)(stress_stats().mapped + room);
     stress_check(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit) == 0, "setting MAX_MEMORY");
     stress_check(alloc_option_get(ALLOC_OPTION_MAX_MEMORY) == limit, "MAX_MEMORY not kept");
     run_threads();

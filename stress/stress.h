@@ -424,6 +424,16 @@ static inline bool stress_huge_realloc_ok(size_t old_n, size_t new_n)
 
 /* ---- end of run ------------------------------------------------------- */
 
+/* The allocator's statistics, now. */
+static inline alloc_stats_t stress_stats(void)
+{
+    alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    stress_check(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
+    return st;
+}
+
 /* After every block is freed and every other thread joined: the
  * allocator's own accounting must say nothing is live, and a forced
  * collect must leave no page of an exited thread unadopted and hand every
@@ -431,10 +441,7 @@ static inline bool stress_huge_realloc_ok(size_t old_n, size_t new_n)
 static void stress_check_quiescent(void)
 {
     alloc_collect(true);
-    alloc_stats_t st;
-    memset(&st, 0, sizeof st);
-    st.size = sizeof st;
-    stress_check(alloc_stats_get(&st) == 0, "alloc_stats_get failed");
+    alloc_stats_t st = stress_stats();
     size_t live = 0;
     for (unsigned c = 0; c < ALLOC_STATS_CLASSES; c++)
         live += st.classes[c].live_blocks;

@@ -101,6 +101,8 @@ void *alloc_malloc(size_t n)
         shoal_block_t *b = pg->free;
         if (shoal_likely(b != NULL))
             return page_pop(h, cls, pg, b);
+        if (pg->local_free != NULL)     /* ran dry: refill from this thread's frees */
+            return page_pop(h, cls, pg, shoal_page_take_local(pg));
     }
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
@@ -116,7 +118,8 @@ void *alloc_calloc(size_t count, size_t size)
         shoal_heap_t *h = shoal_tl_heap;
         unsigned cls = shoal_size_to_class_nz(n);
         shoal_page_t *pg = h->pages[cls];
-        if (shoal_likely(pg->free != NULL))
+        if (shoal_likely(pg->free != NULL) ||
+            (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
             return page_pop_zero(h, cls, pg, n);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
@@ -201,16 +204,17 @@ void alloc_free(void *p)
             pg -= pg->slot_offset;
         if (shoal_likely(pg->kind == SHOAL_SLOT_PAGE)) {
             shoal_block_t *b = p;
+            uintptr_t key = pg->key;    /* read once: the stores to b may alias pg */
             if (shoal_unlikely(!shoal_block_is_live(pg, b))) {
                 bad_block(pg, b, "free");
                 return;
             }
-            b->freed = shoal_freed_mark(pg, b);
+            b->freed = key;             /* shoal_freed_mark */
             shoal_heap_t *h = shoal_tl_heap;
             /* Only this thread moves a page away from its own heap, so
              * seeing our heap here is a stable answer. */
             if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
-                b->link = shoal_encode(pg, pg->local_free);
+                b->link = shoal_encode_key(key, pg->local_free);
                 pg->local_free = b;
                 shoal_count(&h->stats.frees[pg->size_class], 1);
                 /* An empty page at the head of its queue stays: the next

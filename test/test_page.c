@@ -107,7 +107,7 @@ static void local_free(shoal_page_t *pg, void *p)
 {
     shoal_block_t *b = p;
     assert_true(shoal_block_is_live(pg, b));
-    b->freed = shoal_freed_mark(pg, b);
+    b->freed = shoal_freed_mark(pg);
     b->link = shoal_encode(pg, pg->local_free);
     pg->local_free = b;
     pg->used--;
@@ -116,7 +116,7 @@ static void local_free(shoal_page_t *pg, void *p)
 /* What a free from another thread does. */
 static bool remote_free(shoal_page_t *pg, shoal_block_t *b)
 {
-    b->freed = shoal_freed_mark(pg, b);
+    b->freed = shoal_freed_mark(pg);
     return shoal_page_remote_push(pg, b);
 }
 
@@ -150,6 +150,49 @@ static bool block_filled(const void *b, size_t bsize, unsigned cls, size_t index
 }
 
 /* ---- carving ---------------------------------------------------------- */
+
+/* The block-start test (one multiply, one compare) against plain
+ * division, for every class: at every byte offset of the span when the
+ * page has one step carved, half of it and all of it, and around the
+ * carved edge after every step. */
+static void expect_starts(const shoal_page_t *pg, const char *start, size_t from, size_t to)
+{
+    size_t d = pg->block_size;
+    for (size_t off = from; off < to; off++) {
+        bool want = off % d == 0 && off / d < pg->capacity;
+        if (shoal_block_is_start(pg, start + off) != want)
+            fail_msg("class %u, block %zu B, capacity %u: offset %zu says %d", pg->size_class,
+                     d, (unsigned)pg->capacity, off, !want);
+    }
+}
+
+static void test_block_start_every_offset(void **state)
+{
+    (void)state;
+    for (unsigned cls = 0; cls < SHOAL_CLASSES; cls++) {
+        test_page_t t;
+        page_open(&t, cls);
+        shoal_page_t *pg = t.pg;
+        size_t d = pg->block_size;
+        expect_starts(pg, t.start, 0, t.span_bytes);       /* nothing carved */
+        bool first = true, half = false;
+        while (pg->capacity < pg->reserved) {
+            shoal_page_extend(pg);
+            pg->free = NULL;            /* the blocks stay untouched */
+            size_t edge = pg->capacity * d;
+            expect_starts(pg, t.start, edge > d ? edge - d - 1 : 0,
+                          edge + d + 1 < t.span_bytes ? edge + d + 1 : t.span_bytes);
+            bool sweep = first || pg->capacity == pg->reserved ||
+                         (!half && 2u * pg->capacity >= pg->reserved);
+            if (sweep)
+                expect_starts(pg, t.start, 0, t.span_bytes);
+            half = half || 2u * pg->capacity >= pg->reserved;
+            first = false;
+        }
+        page_close(&t);
+    }
+}
+
 
 /* For every class: init sets the page up, extend carves about 4 KiB at a
  * time in address order until the page is full, and the blocks are
@@ -226,9 +269,6 @@ static void test_carve_every_class(void **state)
         }
         assert_int_equal(n, pg->reserved);
         assert_int_equal(n, t.span_bytes / bsize);
-        /* Blocks not carved yet are not live. */
-        if (pg->capacity < pg->reserved)
-            assert_false(shoal_block_is_live(pg, (shoal_block_t *)(t.start + pg->capacity * bsize)));
         /* Full: extend has nothing more to give. */
         shoal_page_extend(pg);
         assert_null(pg->free);
@@ -536,6 +576,7 @@ static void test_full_mark_concurrent(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_start_every_offset),
         cmocka_unit_test(test_carve_every_class),
         cmocka_unit_test(test_dirty_span_not_zero),
         cmocka_unit_test(test_remote_frees_all_collected),

@@ -13,6 +13,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include "layout.h"
 
 #ifndef SHOAL_STATS_ENABLED
 #define SHOAL_STATS_ENABLED 1
@@ -22,12 +23,18 @@ typedef _Atomic uint64_t shoal_counter_t;
 
 static inline void shoal_count(shoal_counter_t *c, uint64_t n)
 {
-#if SHOAL_STATS_ENABLED
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-#else
+#if !SHOAL_STATS_ENABLED
     (void)c;
     (void)n;
+#elif defined(__x86_64__) && !defined(SHOAL_TSAN)
+    /* One add to memory, where the atomics below take a load, an add and
+     * a store (compilers do not merge them): three instructions fewer on
+     * each fast path.  Not locked, which is right for one writer; an
+     * aligned 8-byte store is seen whole by every reader. */
+    __asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(n));
+#else
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
 #endif
 }
 

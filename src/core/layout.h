@@ -37,6 +37,15 @@
 #define shoal_likely(x)    __builtin_expect(!!(x), 1)
 #define shoal_unlikely(x)  __builtin_expect(!!(x), 0)
 
+/* Built with ThreadSanitizer (gcc says so one way, clang another). */
+#if defined(__SANITIZE_THREAD__)
+#define SHOAL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHOAL_TSAN 1
+#endif
+#endif
+
 static inline size_t shoal_align_up(size_t n, size_t a)
 {
     return (n + a - 1) & ~(a - 1);

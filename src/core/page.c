@@ -49,12 +49,12 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->used = 0;
     pg->block_size = (uint32_t)bsize;
     atomic_store_explicit(&pg->capacity, 0, memory_order_relaxed);
-    atomic_store_explicit(&pg->carved, 0, memory_order_relaxed);
+    atomic_store_explicit(&pg->start_limit, 0, memory_order_relaxed);
     pg->reserved = (uint16_t)((SHOAL_SLOT_SIZE << order) / bsize);
     pg->slot_offset = 0;
     pg->order = (uint8_t)order;
     pg->size_class = (uint8_t)cls;
-    pg->div_check = UINT64_MAX / bsize + 1;        /* ceil(2^64 / bsize) */
+    pg->start_mul = shoal_start_mul(bsize);
     pg->start = shoal_page_start(pg);
     /* A new key each time the slot becomes a page: marks and links left
      * by an earlier life of the same memory do not decode. */
@@ -97,7 +97,7 @@ void shoal_page_extend(shoal_page_t *pg)
     /* Relaxed: a freeing thread reads it only for blocks it was handed,
      * which were carved before they were handed out. */
     atomic_store_explicit(&pg->capacity, (uint16_t)(capacity + n), memory_order_relaxed);
-    atomic_store_explicit(&pg->carved, (uint32_t)((capacity + n) * pg->block_size),
+    atomic_store_explicit(&pg->start_limit, (capacity + n) * (pg->start_mul * pg->block_size),
                           memory_order_relaxed);
 }
 
@@ -141,12 +141,11 @@ void shoal_page_collect(shoal_page_t *pg)
     uint32_t n;
     if (pg->local_free != NULL) {
         if (pg->free == NULL) {             /* the usual case: no walk */
-            pg->free = pg->local_free;
-            pg->free_is_zero = 0;
+            shoal_page_take_local(pg);
         } else {
             prepend(pg, pg->local_free, last_of(pg, pg->local_free, &n));
+            pg->local_free = NULL;
         }
-        pg->local_free = NULL;
     }
     uintptr_t r = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
     if ((r & ~SHOAL_REMOTE_FULL) == 0)

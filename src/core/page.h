@@ -64,10 +64,10 @@ typedef struct shoal_page_s {
     uint8_t slot_offset;        /* TAIL: slots back to the head */
     uint8_t order;              /* buddy order of the span */
     uint8_t size_class;
-    _Atomic uint32_t carved;    /* capacity * block_size: free checks it */
     uintptr_t key;              /* encodes links, makes the freed mark */
     char *start;                /* the first block */
-    uint64_t div_check;         /* ceil(2^64 / block_size), see shoal_block_is_live */
+    uint64_t start_mul;         /* see shoal_block_is_live */
+    _Atomic uint64_t start_limit;   /* capacity * (start_mul * block_size mod 2^64) */
     /* Owner-only, cold. */
     uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
@@ -88,15 +88,20 @@ _Static_assert(sizeof(shoal_page_t) == 128, "slot descriptors are 128 bytes");
 /* Free-list hardening: links inside blocks are stored rotated and xored
  * with a per-page secret key, so a use-after-free write of an address
  * cannot make malloc hand out that address: it decodes to garbage. */
-static inline uintptr_t shoal_encode(const shoal_page_t *pg, const shoal_block_t *next)
+static inline uintptr_t shoal_encode_key(uintptr_t key, const shoal_block_t *next)
 {
 #if SHOAL_HARDEN_ENABLED
-    uintptr_t x = (uintptr_t)next ^ pg->key;
+    uintptr_t x = (uintptr_t)next ^ key;
     return (x << 17) | (x >> 47);
 #else
-    (void)pg;
+    (void)key;
     return (uintptr_t)next;
 #endif
+}
+
+static inline uintptr_t shoal_encode(const shoal_page_t *pg, const shoal_block_t *next)
+{
+    return shoal_encode_key(pg->key, next);
 }
 
 static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link)
@@ -109,25 +114,47 @@ static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link
 #endif
 }
 
-/* The freed mark of block b: a value user data matches by chance with
- * probability 2^-64. */
-static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg, const shoal_block_t *b)
+/* The freed mark: the page's key itself, in the second word of every
+ * free block of the page.  User data holds it by chance with probability
+ * 2^-64.  (Mixing in the block's address would cost two instructions on
+ * each free and keep nothing secret: whoever reads a freed block knows
+ * its address.) */
+static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg)
 {
-    return pg->key ^ (uintptr_t)b;
+    return pg->key;
 }
 
 /* Is b the start of a block of pg that has been carved (so maybe handed
- * out) and is not marked free?  The offset must lie in the carved part
- * (below 512 KiB, so it fits in 32 bits), and be a multiple of the block
- * size: for a 32-bit n and c = ceil(2^64 / d), d divides n exactly when
- * n * c, taken modulo 2^64, is below c (Lemire, Kaser and Kurz, "Faster
- * remainder by direct computation", 2019) - one multiply and a compare,
- * so an interior or misaligned pointer always fails the test. */
-static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)
+ * out)?  And, for is_live, is it not marked free?
+ *
+ * One multiply and one compare answer "is off = b - start a multiple of
+ * the block size d, below capacity * d".  Let c = start_mul be
+ * ceil(2^64 / d), plus one when d is a power of two, so that
+ * c * d = 2^64 + e with 1 <= e <= d.  Write off = q * d + r, 0 <= r < d.
+ * Then off * c = q * 2^64 + q * e + r * c, so modulo 2^64 it is
+ * q * e + r * c, and that sum does not wrap: q * e <= off < 2^19 (b lies
+ * in the page's span, at most 512 KiB), and r * c <= (d - 1) * c =
+ * 2^64 + e - c, with c > 2^48 (d <= 64 KiB).  So:
+ *   r = 0:  off * c = q * e, below capacity * e exactly when q < capacity;
+ *   r > 0:  off * c >= c > 2^48, above any capacity * e (at most 2^28).
+ * Interior, misaligned and never-carved pointers all fail.  (Lemire,
+ * Kaser and Kurz, "Faster remainder by direct computation", 2019, use
+ * the same c for the divisibility test alone.) */
+static inline bool shoal_block_is_start(const shoal_page_t *pg, const void *b)
 {
     uint64_t off = (uintptr_t)b - (uintptr_t)pg->start;
-    return off < atomic_load_explicit(&pg->carved, memory_order_relaxed) &&
-           off * pg->div_check < pg->div_check && b->freed != shoal_freed_mark(pg, b);
+    return off * pg->start_mul < atomic_load_explicit(&pg->start_limit, memory_order_relaxed);
+}
+
+static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    return shoal_block_is_start(pg, b) && b->freed != shoal_freed_mark(pg);
+}
+
+/* start_mul for block size d (see above). */
+static inline uint64_t shoal_start_mul(uint64_t d)
+{
+    return UINT64_MAX / d + 1 + ((d & (d - 1)) == 0);
 }
 
 /* Seed the page keys from the kernel's random numbers (once). */
@@ -141,6 +168,16 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero);
  * Only as many as fit in about one OS page, so memory is touched (and
  * costs RSS) as it is used. */
 void shoal_page_extend(shoal_page_t *pg);
+
+/* The page ran dry (`free` is NULL) and its owner's frees become the
+ * free list: the cheapest refill, done on malloc's own path. */
+static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
+{
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+    pg->free_is_zero = 0;       /* freed blocks hold old data */
+    return pg->free;
+}
 
 /* Move local_free and remote_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);

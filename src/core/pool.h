@@ -18,6 +18,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include "page.h"
 
 typedef struct shoal_superpage_s {
@@ -94,8 +95,14 @@ static inline shoal_page_t *shoal_span_head(const shoal_span_t *s)
 /* The descriptor of the slot holding p (p inside a pool superpage). */
 static inline shoal_page_t *shoal_slot_desc(const void *p)
 {
-    shoal_superpage_t *sp = shoal_superpage_of(p);
-    return &sp->pages[((uintptr_t)p >> SHOAL_SLOT_SHIFT) & (SHOAL_SP_SLOTS - 1)];
+    /* &sp->pages[slot], spelt so the compiler makes it two masks, a
+     * shift and an add: the slot's byte offset in pages[] is its number
+     * times 128, which is the address bits above the slot shift moved
+     * down by SHOAL_SLOT_SHIFT - 7. */
+    uintptr_t a = (uintptr_t)p;
+    uintptr_t at = (a >> (SHOAL_SLOT_SHIFT - 7)) & ((SHOAL_SP_SLOTS - 1) << 7);
+    return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) + offsetof(shoal_superpage_t, pages) + at);
 }
+_Static_assert(sizeof(shoal_page_t) == 1 << 7, "the shift in shoal_slot_desc");
 
 #endif

@@ -13,14 +13,7 @@
 
 #include <ck_spinlock.h>
 #include <sched.h>
-
-#if defined(__SANITIZE_THREAD__)
-#define SHOAL_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SHOAL_TSAN 1
-#endif
-#endif
+#include "layout.h"
 
 #ifdef SHOAL_TSAN
 void __tsan_acquire(void *addr);

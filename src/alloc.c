@@ -143,35 +143,6 @@ static inline shoal_page_t *span_of(const void *p)
     return pg - pg->slot_offset;
 }
 
-static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chunk_kind k,
-                                                         const char *fn)
-{
-    if (p == NULL)
-        return;
-    if (k == SHOAL_CHUNK_SUPERPAGE) {
-        shoal_page_t *pg = span_of(p);
-        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
-            shoal_heap_large_free(pg);
-            shoal_purger_start();
-            return;
-        }
-        shoal_fault(fn, p, pg->kind == SHOAL_SLOT_LARGE
-                               ? "pointer inside a large block, not its start"
-                               : "pointer to memory that is not allocated (double free?)");
-        return;
-    }
-    if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
-        shoal_huge_t *h = shoal_huge_of(p, k);
-        if (h != NULL) {
-            shoal_huge_free(h);
-            shoal_purger_start();
-            return;
-        }
-    }
-    shoal_fault(fn, p, shoal_huge_was_freed(p) ? "double free (the huge block is already free)"
-                                               : "pointer not allocated by shoal");
-}
-
 /* A pointer into a page that is not a live block's start: say which. */
 static __attribute__((noinline, cold)) void bad_block(const shoal_page_t *pg,
                                                       const shoal_block_t *b, const char *fn)
@@ -192,43 +163,84 @@ static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_pag
     shoal_purger_start();
 }
 
+/* Free b, which passed the block-start test of its page pg. */
+static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
+{
+    uintptr_t key = pg->key;    /* read once: the stores to b may alias pg */
+    if (shoal_unlikely(b->freed == key)) {      /* shoal_freed_mark */
+        bad_block(pg, b, "free");
+        return;
+    }
+    b->freed = key;
+    shoal_heap_t *h = shoal_tl_heap;
+    /* Only this thread moves a page away from its own heap, so seeing our
+     * heap here is a stable answer. */
+    if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
+        b->link = shoal_encode_key(key, pg->local_free);
+        pg->local_free = b;
+        shoal_count(&h->stats.frees[pg->size_class], 1);
+        /* An empty page at the head of its queue stays: the next malloc
+         * of its class takes from it. */
+        if (shoal_unlikely(--pg->used == 0 || pg->in_full) &&
+            (pg->in_full || h->pages[pg->size_class] != pg))
+            free_page_event(h, pg);
+        return;
+    }
+    shoal_heap_remote_free(pg, b);
+}
+
+/* Everything free's fast path does not take: NULL, a block in a later
+ * slot of a multi-slot page, large and huge blocks, and bad pointers. */
+static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chunk_kind k)
+{
+    if (p == NULL)
+        return;
+    if (k == SHOAL_CHUNK_SUPERPAGE) {
+        shoal_page_t *pg = span_of(p);
+        if (pg->kind == SHOAL_SLOT_PAGE) {
+            if (shoal_block_is_start(pg, p))
+                page_free(pg, p);
+            else
+                bad_block(pg, p, "free");
+            return;
+        }
+        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
+            shoal_heap_large_free(pg);
+            shoal_purger_start();
+            return;
+        }
+        shoal_fault("free", p, pg->kind == SHOAL_SLOT_LARGE
+                                   ? "pointer inside a large block, not its start"
+                                   : "pointer to memory that is not allocated (double free?)");
+        return;
+    }
+    if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
+        shoal_huge_t *h = shoal_huge_of(p, k);
+        if (h != NULL) {
+            shoal_huge_free(h);
+            shoal_purger_start();
+            return;
+        }
+    }
+    shoal_fault("free", p, shoal_huge_was_freed(p) ? "double free (the huge block is already free)"
+                                                   : "pointer not allocated by shoal");
+}
+
 void alloc_free(void *p)
 {
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
-        /* Most pages are one slot: look at the slot's own descriptor
-         * first, and step back to the head only from inside a page of
-         * several slots, so the common case has one dependent load less. */
+        /* The slot's own descriptor: only a page's head has a nonzero
+         * start limit, so one test says both "a page's head slot" and "a
+         * carved block's start".  Blocks in later slots of multi-slot
+         * pages (above 8 KiB) and large blocks go the generic way. */
         shoal_page_t *pg = shoal_slot_desc(p);
-        if (shoal_unlikely(pg->kind == SHOAL_SLOT_TAIL))
-            pg -= pg->slot_offset;
-        if (shoal_likely(pg->kind == SHOAL_SLOT_PAGE)) {
-            shoal_block_t *b = p;
-            uintptr_t key = pg->key;    /* read once: the stores to b may alias pg */
-            if (shoal_unlikely(!shoal_block_is_live(pg, b))) {
-                bad_block(pg, b, "free");
-                return;
-            }
-            b->freed = key;             /* shoal_freed_mark */
-            shoal_heap_t *h = shoal_tl_heap;
-            /* Only this thread moves a page away from its own heap, so
-             * seeing our heap here is a stable answer. */
-            if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
-                b->link = shoal_encode_key(key, pg->local_free);
-                pg->local_free = b;
-                shoal_count(&h->stats.frees[pg->size_class], 1);
-                /* An empty page at the head of its queue stays: the next
-                 * malloc of its class takes from it. */
-                if (shoal_unlikely(--pg->used == 0 || pg->in_full) &&
-                    (pg->in_full || h->pages[pg->size_class] != pg))
-                    free_page_event(h, pg);
-                return;
-            }
-            shoal_heap_remote_free(pg, b);
+        if (shoal_likely(shoal_block_is_start(pg, p))) {
+            page_free(pg, p);
             return;
         }
     }
-    free_generic(p, k, "free");
+    free_generic(p, k);
 }
 
 /* ---- sizes ------------------------------------------------------------ */

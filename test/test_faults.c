@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "shoal.h"
+#include "core/layout.h"
 
 typedef void (*misuse_fn)(void);
 static char *expected_addr;     /* the address the message must name */
@@ -48,6 +49,41 @@ static void double_free_medium(void)
     char *p = expected_addr = alloc_malloc(20000);
     alloc_free(p);
     alloc_free(p);
+}
+
+/* A 20000-byte block that is not in the first 64 KiB slot of its page
+ * (pages of such blocks span several slots), which free finds through
+ * the head's descriptor. */
+static char *medium_in_later_slot(void)
+{
+    char *first = alloc_malloc(20000);
+    for (int i = 0; i < 8; i++) {
+        char *p = alloc_malloc(20000);
+        if ((uintptr_t)p >> SHOAL_SLOT_SHIFT != (uintptr_t)first >> SHOAL_SLOT_SHIFT && p > first &&
+            (size_t)(p - first) < (SHOAL_SLOT_SIZE << 3))
+            return p;
+    }
+    abort();                    /* no test without such a block */
+}
+
+static void double_free_medium_later_slot(void)
+{
+    char *p = expected_addr = medium_in_later_slot();
+    alloc_free(p);
+    alloc_free(p);
+}
+
+static void free_interior_medium_later_slot(void)
+{
+    char *p = medium_in_later_slot();
+    alloc_free(expected_addr = p + 4096);
+}
+
+/* The first 64 KiB of a superpage hold its descriptors, never a block. */
+static void free_superpage_header(void)
+{
+    char *p = alloc_malloc(100);
+    alloc_free(expected_addr = (char *)((uintptr_t)p & ~(SHOAL_SP_SIZE - 1)) + 256);
 }
 
 static void double_free_large(void)
@@ -221,6 +257,7 @@ static void expect(misuse_fn fn, const char *fault, const char *function)
 CASE(double_free_small, "double free", "(free,")
 CASE(double_free_remote, "double free", "(free,")
 CASE(double_free_medium, "double free", "(free,")
+CASE(double_free_medium_later_slot, "double free", "(free,")
 CASE(double_free_large, "double free", "(free,")
 CASE(double_free_huge, "double free", "(free,")
 CASE(free_stack, "not allocated by shoal", "(free,")
@@ -230,6 +267,8 @@ CASE(free_other_allocator, "not allocated by shoal", "(free,")
 CASE(free_mmap, "not allocated by shoal", "(free,")
 CASE(free_interior, "inside a block", "(free,")
 CASE(free_misaligned, "inside a block", "(free,")
+CASE(free_interior_medium_later_slot, "inside a block", "(free,")
+CASE(free_superpage_header, "not allocated", "(free,")
 CASE(free_inside_large, "inside a large block", "(free,")
 CASE(free_never_allocated, "never allocated", "(free,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
@@ -259,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_double_free_small),
         cmocka_unit_test(test_double_free_remote),
         cmocka_unit_test(test_double_free_medium),
+        cmocka_unit_test(test_double_free_medium_later_slot),
         cmocka_unit_test(test_double_free_large),
         cmocka_unit_test(test_double_free_huge),
         cmocka_unit_test(test_free_stack),
@@ -268,6 +308,8 @@ int main(void)
         cmocka_unit_test(test_free_mmap),
         cmocka_unit_test(test_free_interior),
         cmocka_unit_test(test_free_misaligned),
+        cmocka_unit_test(test_free_interior_medium_later_slot),
+        cmocka_unit_test(test_free_superpage_header),
         cmocka_unit_test(test_free_inside_large),
         cmocka_unit_test(test_free_never_allocated),
         cmocka_unit_test(test_free_sized_wrong),

@@ -56,11 +56,7 @@ static void page_open(test_page_t *t, unsigned cls)
 
 static void page_close(test_page_t *t)
 {
-    /* What the heap does before it gives a page back. */
-    for (unsigned i = 0; i < (1u << t->span.order); i++) {
-        t->pg[i].kind = SHOAL_SLOT_FREE;
-        t->pg[i].slot_offset = 0;
-    }
+    shoal_page_fini(t->pg);     /* what the heap does before it gives a page back */
     shoal_pool_release(t->span.sp, t->span.slot, 1u << t->span.order);
     /* The next span claimed is clean (known zero) again. */
     size_t waiting = 0;

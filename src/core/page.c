@@ -69,8 +69,18 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
         pg[i].slot_offset = (uint8_t)i;
+        atomic_store_explicit(&pg[i].start_limit, 0, memory_order_relaxed);
     }
     pg->kind = SHOAL_SLOT_PAGE;
+}
+
+void shoal_page_fini(shoal_page_t *pg)
+{
+    atomic_store_explicit(&pg->start_limit, 0, memory_order_relaxed);
+    for (unsigned i = 0; i < (1u << pg->order); i++) {
+        pg[i].kind = SHOAL_SLOT_FREE;
+        pg[i].slot_offset = 0;
+    }
 }
 
 void shoal_page_extend(shoal_page_t *pg)

@@ -66,8 +66,12 @@ typedef struct shoal_page_s {
     uint8_t size_class;
     uintptr_t key;              /* encodes links, makes the freed mark */
     char *start;                /* the first block */
-    uint64_t start_mul;         /* see shoal_block_is_live */
-    _Atomic uint64_t start_limit;   /* capacity * (start_mul * block_size mod 2^64) */
+    uint64_t start_mul;         /* see shoal_block_is_start */
+    /* capacity * (start_mul * block_size mod 2^64) in a page's head
+     * descriptor, 0 in every other descriptor (init zeroes the tails',
+     * fini the head's), so the block-start test fails for any slot that
+     * is not a page's head. */
+    _Atomic uint64_t start_limit;
     /* Owner-only, cold. */
     uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
@@ -137,7 +141,9 @@ static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg)
  * 2^64 + e - c, with c > 2^48 (d <= 64 KiB).  So:
  *   r = 0:  off * c = q * e, below capacity * e exactly when q < capacity;
  *   r > 0:  off * c >= c > 2^48, above any capacity * e (at most 2^28).
- * Interior, misaligned and never-carved pointers all fail.  (Lemire,
+ * Interior, misaligned and never-carved pointers all fail, and so does
+ * every pointer whose slot descriptor is not a page's head (its limit is
+ * 0): free can skip looking at the slot's kind.  (Lemire,
  * Kaser and Kurz, "Faster remainder by direct computation", 2019, use
  * the same c for the divisibility test alone.) */
 static inline bool shoal_block_is_start(const shoal_page_t *pg, const void *b)
@@ -163,6 +169,9 @@ void shoal_page_secret_init(void);
 /* Set up a fresh page of class `cls` on a span; `zero` says the span's
  * memory reads as zero. */
 void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero);
+
+/* The span stops being a page: its descriptors go back to FREE. */
+void shoal_page_fini(shoal_page_t *pg);
 
 /* Carve more blocks from the untouched part of the page onto `free`.
  * Only as many as fit in about one OS page, so memory is touched (and

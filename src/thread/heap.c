@@ -276,10 +276,7 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
 /* The page's slots stop being a page: descriptors back to FREE. */
 static void unmake_page(shoal_page_t *pg)
 {
-    for (unsigned i = 0; i < (1u << pg->order); i++) {
-        pg[i].kind = SHOAL_SLOT_FREE;
-        pg[i].slot_offset = 0;
-    }
+    shoal_page_fini(pg);
     atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
 }
 

@@ -71,12 +71,15 @@ static size_t read_resident(void)
  * up, so their peaks are sampled: at every alloc_stats_get (and so every
  * report and dump), and when a heap's page runs dry or a large or huge
  * block is made - the moments a thread's live memory is at a high - if
- * PEAK_SAMPLE_US per live heap have passed since the last sample.  A
+ * PEAK_SAMPLE_MS per live heap have passed since the last sample.  A
  * sample reads about 250 counters per heap, so the interval keeps its
  * cost a small, fixed share of one thread's time however many threads
- * there are; what it can miss is a rise and fall shorter than that.
+ * there are; what it can miss is a rise and fall shorter than that.  The
+ * clock is the coarse one (a few ns, where the precise one costs 30 or
+ * more on a slow path that may run every few hundred allocations), so
+ * the interval is also at least one kernel tick (1-4 ms).
  */
-#define PEAK_SAMPLE_US 1000
+#define PEAK_SAMPLE_MS 1
 
 typedef struct summary_s {
     size_t allocated, active, committed, dirty, large, large_bytes, abandoned;
@@ -85,7 +88,7 @@ typedef struct summary_s {
 static _Atomic size_t peak_allocated, peak_active, peak_committed, peak_dirty;
 static _Atomic size_t peak_large, peak_large_bytes, peak_abandoned;
 static _Atomic size_t peak_class_blocks[SHOAL_CLASSES], peak_class_pages[SHOAL_CLASSES];
-static _Atomic uint64_t next_sample_us;
+static _Atomic uint64_t next_sample_ms;
 static atomic_flag sampling = ATOMIC_FLAG_INIT;
 static shoal_heap_stats_t sample_heaps;         /* guarded by `sampling` */
 
@@ -134,8 +137,8 @@ void shoal_stats_tick(void)
 {
     if (!SHOAL_STATS_ENABLED)
         return;
-    uint64_t now = shoal_os_now_us();
-    uint64_t due = atomic_load_explicit(&next_sample_us, memory_order_relaxed);
+    uint64_t now = shoal_os_now_ms();
+    uint64_t due = atomic_load_explicit(&next_sample_ms, memory_order_relaxed);
     /* One thread wins the sample; the others go on at once. */
     if (now < due || atomic_flag_test_and_set_explicit(&sampling, memory_order_acquire))
         return;
@@ -144,7 +147,7 @@ void shoal_stats_tick(void)
     summary_t sum;
     sample(&sample_heaps, &pool, &huge, &sum);
     size_t heaps = sample_heaps.live > 0 ? sample_heaps.live : 1;
-    atomic_store_explicit(&next_sample_us, now + PEAK_SAMPLE_US * heaps, memory_order_relaxed);
+    atomic_store_explicit(&next_sample_ms, now + PEAK_SAMPLE_MS * heaps, memory_order_relaxed);
     atomic_flag_clear_explicit(&sampling, memory_order_release);
 }
 

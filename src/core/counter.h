@@ -1,10 +1,10 @@
 /* counter.h - statistics counters that cost (almost) nothing.
  *
- * A counter has one writer, the thread that owns it, so an update is a
- * plain load and store (no locked instruction), done through relaxed
- * atomics so that a reader on another thread - alloc_stats_get, or the
- * statistics signal handler - may read it at any time and sees a recent
- * value.  Counters that several threads update use atomic_fetch_add and
+ * A counter has one writer, the thread that owns it, so an update needs
+ * no locked instruction: one add to memory on x86-64, a relaxed atomic
+ * load and store elsewhere (and under TSan, which must see them).  A
+ * reader on another thread - alloc_stats_get, or the statistics signal
+ * handler - may read it at any time and sees a recent, whole value.  Counters that several threads update use atomic_fetch_add and
  * live on slow paths only.  Building with SHOAL_STATS_ENABLED=0 compiles
  * the single-writer updates out.
  */
@@ -27,10 +27,9 @@ static inline void shoal_count(shoal_counter_t *c, uint64_t n)
     (void)c;
     (void)n;
 #elif defined(__x86_64__) && !defined(SHOAL_TSAN)
-    /* One add to memory, where the atomics below take a load, an add and
-     * a store (compilers do not merge them): three instructions fewer on
-     * each fast path.  Not locked, which is right for one writer; an
-     * aligned 8-byte store is seen whole by every reader. */
+    /* The atomics below take a load, an add and a store (compilers do
+     * not merge them); this is one instruction, and an aligned 8-byte
+     * write is seen whole by every reader. */
     __asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(n));
 #else
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,

@@ -117,13 +117,6 @@ uint64_t shoal_os_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-uint64_t shoal_os_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 size_t shoal_os_mapped(void)
 {
     return atomic_load_explicit(&os_mapped, memory_order_relaxed);

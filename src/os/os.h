@@ -45,9 +45,6 @@ void shoal_os_huge_hint(void *addr, size_t size, bool on);
 /* Monotonic milliseconds, cheap (coarse clock). */
 uint64_t shoal_os_now_ms(void);
 
-/* A precise monotonic clock in microseconds (a vDSO call, no syscall). */
-uint64_t shoal_os_now_us(void);
-
 /* Bytes currently mapped by shoal (reservations minus releases). */
 size_t shoal_os_mapped(void);
 size_t shoal_os_mapped_peak(void);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
-#include "counter.h"
 #include "layout.h"
 #include "options.h"
 #include "purge.h"
@@ -24,9 +23,39 @@ typedef struct cached_map_s {
 static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
 static cached_map_t cache[HUGE_CACHE];
 static unsigned cached;
+
+/* The counters change only under cache_lock, so an update is a relaxed
+ * load and store, with no locked instruction of its own (a huge
+ * malloc+free pair made nine); the statistics read them without the
+ * lock. */
 static _Atomic size_t live, live_bytes, cached_bytes, cached_maps;
 static _Atomic size_t live_peak, live_bytes_peak, cached_peak, cached_bytes_peak;
-static _Atomic uint64_t requests;
+static _Atomic size_t requests;
+
+static size_t get(_Atomic size_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static void set(_Atomic size_t *c, size_t v, _Atomic size_t *peak)
+{
+    atomic_store_explicit(c, v, memory_order_relaxed);
+    if (peak != NULL && v > get(peak))
+        atomic_store_explicit(peak, v, memory_order_relaxed);
+}
+
+/* *c += d (d may wrap, to subtract), raising *peak if it is given. */
+static void add(_Atomic size_t *c, size_t d, _Atomic size_t *peak)
+{
+    set(c, get(c) + d, peak);
+}
+
+/* A block of `size` mapped bytes starts (+1) or stops (-1) being live. */
+static void count_live(int dir, size_t size)
+{
+    add(&live, (size_t)dir, &live_peak);
+    add(&live_bytes, dir > 0 ? size : -size, &live_bytes_peak);
+}
 
 /* Where the block starts in a mapping, for an alignment. */
 static size_t user_offset(size_t align)
@@ -49,7 +78,7 @@ static shoal_huge_t *header_for(char *user, size_t align)
 static void take_out(unsigned i, cached_map_t *out, unsigned *n)
 {
     out[(*n)++] = cache[i];
-    atomic_fetch_sub_explicit(&cached_bytes, cache[i].size, memory_order_relaxed);
+    add(&cached_bytes, -cache[i].size, NULL);
     shoal_os_uncount(cache[i].size);
     cache[i] = cache[--cached];
 }
@@ -65,11 +94,13 @@ static size_t release_taken(const cached_map_t *out, unsigned n)
 }
 
 /* A cached mapping that fits `need` bytes at alignment `align` without
- * wasting more than half of it, or NULL. */
+ * wasting more than half of it, or NULL.  Counts the request, and the
+ * block as live if it found one. */
 static char *cache_take(size_t need, size_t align, size_t *size)
 {
     int best = -1;
     shoal_lock(&cache_lock);
+    add(&requests, 1, NULL);
     for (unsigned i = 0; i < cached; i++) {
         if (cache[i].size < need || cache[i].size / 2 > need ||
             ((uintptr_t)cache[i].base & (align - 1)) != 0)
@@ -82,9 +113,10 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         base = cache[best].base;
         *size = cache[best].size;
         cache[best] = cache[--cached];
-        atomic_fetch_sub_explicit(&cached_bytes, *size, memory_order_relaxed);
+        add(&cached_bytes, -*size, NULL);
+        count_live(1, *size);
     }
-    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
+    set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
     return base;
 }
@@ -102,9 +134,6 @@ static void *map_block(char *base, size_t size, size_t align, size_t need_zero_b
     h->user = user;
     h->usable = size - off;
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
-    shoal_peak_update(&live_peak, atomic_fetch_add_explicit(&live, 1, memory_order_relaxed) + 1);
-    shoal_peak_update(&live_bytes_peak,
-                      atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed) + size);
     return user;
 }
 
@@ -129,7 +158,6 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     size_t got;
-    atomic_fetch_add_explicit(&requests, 1, memory_order_relaxed);
     char *base = cache_take(size, base_align, &got);
     if (base != NULL)
         return map_block(base, got, align, zero ? n : 0, true);
@@ -143,6 +171,9 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     }
     if (shoal_opt(ALLOC_OPTION_PREFAULT))
         shoal_os_prefault(base, size);
+    shoal_lock(&cache_lock);
+    count_live(1, size);
+    shoal_unlock(&cache_lock);
     return map_block(base, size, align, 0, false);
 }
 
@@ -160,32 +191,32 @@ void shoal_huge_free(shoal_huge_t *h)
     size_t size = h->map_size;
     shoal_chunk_set(h->user, SHOAL_CHUNK_NONE);
     h->user = NULL;
-    atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&live_bytes, size, memory_order_relaxed);
-    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0) {
-        shoal_os_release(base, size);
-        return;
-    }
+    bool keep = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) != 0;
     cached_map_t evicted[HUGE_CACHE];
     unsigned n_evicted = 0;
     shoal_lock(&cache_lock);
-    /* Full, or over the byte budget: the oldest go (one mapping is always
-     * kept, so a cycle of the same size never maps, whatever its size). */
-    while (cached == HUGE_CACHE ||
-           (cached != 0 && atomic_load_explicit(&cached_bytes, memory_order_relaxed) + size >
-                               HUGE_CACHE_BYTES)) {
-        unsigned oldest = 0;
-        for (unsigned i = 1; i < cached; i++)
-            if (cache[i].freed_ms < cache[oldest].freed_ms)
-                oldest = i;
-        take_out(oldest, evicted, &n_evicted);
+    count_live(-1, size);
+    if (keep) {
+        /* Full, or over the byte budget: the oldest go (one mapping is
+         * always kept, so a cycle of the same size never maps, whatever
+         * its size). */
+        while (cached == HUGE_CACHE ||
+               (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES)) {
+            unsigned oldest = 0;
+            for (unsigned i = 1; i < cached; i++)
+                if (cache[i].freed_ms < cache[oldest].freed_ms)
+                    oldest = i;
+            take_out(oldest, evicted, &n_evicted);
+        }
+        cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
+        add(&cached_bytes, size, &cached_bytes_peak);
+        set(&cached_maps, cached, &cached_peak);
     }
-    cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
-    shoal_peak_update(&cached_bytes_peak,
-                      atomic_fetch_add_explicit(&cached_bytes, size, memory_order_relaxed) + size);
-    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
-    shoal_peak_update(&cached_peak, cached);
     shoal_unlock(&cache_lock);
+    if (!keep) {
+        shoal_os_release(base, size);
+        return;
+    }
     release_taken(evicted, n_evicted);
     shoal_purge_note_free();
 }
@@ -234,8 +265,10 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;
-    atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);     /* map_block counts it anew */
-    atomic_fetch_sub_explicit(&live_bytes, old, memory_order_relaxed);
+    shoal_lock(&cache_lock);
+    count_live(-1, old);
+    count_live(1, size);
+    shoal_unlock(&cache_lock);
     return map_block(base, size, align, 0, false);
 }
 
@@ -247,7 +280,7 @@ size_t shoal_huge_purge(bool force, size_t *waiting)
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     /* A forced purge takes the lock even when the cache looks empty: it
      * is what orders the caller after a concurrent purge's uncounting. */
-    if (!force && atomic_load_explicit(&cached_bytes, memory_order_relaxed) == 0)
+    if (!force && get(&cached_bytes) == 0)
         return 0;
     shoal_lock(&cache_lock);
     for (unsigned i = 0; i < cached;) {
@@ -256,7 +289,7 @@ size_t shoal_huge_purge(bool force, size_t *waiting)
         else
             i++;
     }
-    atomic_store_explicit(&cached_maps, cached, memory_order_relaxed);
+    set(&cached_maps, cached, NULL);
     *waiting += cached;
     shoal_unlock(&cache_lock);
     return release_taken(out, n);
@@ -274,13 +307,13 @@ void shoal_huge_fork_release(void)
 
 void shoal_huge_stats(shoal_huge_stats_t *st)
 {
-    st->requests = atomic_load_explicit(&requests, memory_order_relaxed);
-    st->live = atomic_load_explicit(&live, memory_order_relaxed);
-    st->live_bytes = atomic_load_explicit(&live_bytes, memory_order_relaxed);
-    st->cached_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
-    st->cached = atomic_load_explicit(&cached_maps, memory_order_relaxed);
-    st->live_peak = atomic_load_explicit(&live_peak, memory_order_relaxed);
-    st->live_bytes_peak = atomic_load_explicit(&live_bytes_peak, memory_order_relaxed);
-    st->cached_peak = atomic_load_explicit(&cached_peak, memory_order_relaxed);
-    st->cached_bytes_peak = atomic_load_explicit(&cached_bytes_peak, memory_order_relaxed);
+    st->requests = get(&requests);
+    st->live = get(&live);
+    st->live_bytes = get(&live_bytes);
+    st->cached_bytes = get(&cached_bytes);
+    st->cached = get(&cached_maps);
+    st->live_peak = get(&live_peak);
+    st->live_bytes_peak = get(&live_bytes_peak);
+    st->cached_peak = get(&cached_peak);
+    st->cached_bytes_peak = get(&cached_bytes_peak);
 }

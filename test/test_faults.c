@@ -120,6 +120,12 @@ static void free_unmapped(void)
     alloc_free(expected_addr);
 }
 
+static void free_kernel_address(void)
+{
+    expected_addr = (char *)(uintptr_t)0xffffffffff600000u;     /* above user space */
+    alloc_free(expected_addr);
+}
+
 static void free_other_allocator(void)
 {
     expected_addr = malloc(100);        /* the C library's, not shoal's */
@@ -263,6 +269,7 @@ CASE(double_free_huge, "double free", "(free,")
 CASE(free_stack, "not allocated by shoal", "(free,")
 CASE(free_static, "not allocated by shoal", "(free,")
 CASE(free_unmapped, "not allocated by shoal", "(free,")
+CASE(free_kernel_address, "not allocated by shoal", "(free,")
 CASE(free_other_allocator, "not allocated by shoal", "(free,")
 CASE(free_mmap, "not allocated by shoal", "(free,")
 CASE(free_interior, "inside a block", "(free,")
@@ -304,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_free_stack),
         cmocka_unit_test(test_free_static),
         cmocka_unit_test(test_free_unmapped),
+        cmocka_unit_test(test_free_kernel_address),
         cmocka_unit_test(test_free_other_allocator),
         cmocka_unit_test(test_free_mmap),
         cmocka_unit_test(test_free_interior),

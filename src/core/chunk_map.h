@@ -26,11 +26,12 @@ extern _Atomic uint8_t shoal_chunk_map[SHOAL_CHUNKS];
 
 static inline enum shoal_chunk_kind shoal_chunk_of(const void *p)
 {
-    uintptr_t a = (uintptr_t)p;
-    if (shoal_unlikely(a >> SHOAL_ADDR_BITS))
+    /* One compare on the index both bounds the map and rejects addresses
+     * above the 48-bit user space. */
+    uintptr_t i = (uintptr_t)p >> SHOAL_SP_SHIFT;
+    if (shoal_unlikely(i >= SHOAL_CHUNKS))
         return SHOAL_CHUNK_NONE;
-    return (enum shoal_chunk_kind)atomic_load_explicit(
-        &shoal_chunk_map[a >> SHOAL_SP_SHIFT], memory_order_relaxed);
+    return (enum shoal_chunk_kind)atomic_load_explicit(&shoal_chunk_map[i], memory_order_relaxed);
 }
 
 /* Publish (release) or withdraw the kind of the chunk holding `base`. */

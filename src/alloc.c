@@ -166,12 +166,14 @@ static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_pag
 /* Free b, which passed the block-start test of its page pg. */
 static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
 {
-    uintptr_t key = pg->key;    /* read once: the stores to b may alias pg */
-    if (shoal_unlikely(b->freed == key)) {      /* shoal_freed_mark */
+    /* Read before the stores to b, which may alias pg as far as the
+     * compiler knows (mark and key are one load: the mark is the key). */
+    uintptr_t key = pg->key, mark = shoal_freed_mark(pg);
+    if (shoal_unlikely(b->freed == mark)) {
         bad_block(pg, b, "free");
         return;
     }
-    b->freed = key;
+    b->freed = mark;
     shoal_heap_t *h = shoal_tl_heap;
     /* Only this thread moves a page away from its own heap, so seeing our
      * heap here is a stable answer. */

@@ -4,9 +4,10 @@
  * no locked instruction: one add to memory on x86-64, a relaxed atomic
  * load and store elsewhere (and under TSan, which must see them).  A
  * reader on another thread - alloc_stats_get, or the statistics signal
- * handler - may read it at any time and sees a recent, whole value.  Counters that several threads update use atomic_fetch_add and
- * live on slow paths only.  Building with SHOAL_STATS_ENABLED=0 compiles
- * the single-writer updates out.
+ * handler - may read it at any time and sees a recent, whole value.
+ * Counters that several threads update use atomic_fetch_add and live on
+ * slow paths only.  Building with SHOAL_STATS_ENABLED=0 compiles the
+ * single-writer updates out.
  */
 #ifndef SHOAL_COUNTER_H
 #define SHOAL_COUNTER_H

@@ -85,9 +85,11 @@ typedef struct shoal_page_s {
     ck_stack_entry_t abandoned_link;          /* link on the abandoned stack */
 } __attribute__((aligned(128))) shoal_page_t;
 
-/* A power of two, so finding a descriptor is a shift; and a page's
- * remote_free word never shares a cache line with another page's. */
-_Static_assert(sizeof(shoal_page_t) == 128, "slot descriptors are 128 bytes");
+/* A power of two, so finding a descriptor is a shift (shoal_slot_desc);
+ * and a page's remote_free word never shares a cache line with another
+ * page's. */
+#define SHOAL_DESC_SHIFT 7
+_Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
 
 /* Free-list hardening: links inside blocks are stored rotated and xored
  * with a per-page secret key, so a use-after-free write of an address

@@ -97,12 +97,12 @@ static inline shoal_page_t *shoal_slot_desc(const void *p)
 {
     /* &sp->pages[slot], spelt so the compiler makes it two masks, a
      * shift and an add: the slot's byte offset in pages[] is its number
-     * times 128, which is the address bits above the slot shift moved
-     * down by SHOAL_SLOT_SHIFT - 7. */
+     * times the descriptor size, which is the address bits above the slot
+     * shift moved down by SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT. */
     uintptr_t a = (uintptr_t)p;
-    uintptr_t at = (a >> (SHOAL_SLOT_SHIFT - 7)) & ((SHOAL_SP_SLOTS - 1) << 7);
+    uintptr_t at = (a >> (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)) &
+                   ((SHOAL_SP_SLOTS - 1) << SHOAL_DESC_SHIFT);
     return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) + offsetof(shoal_superpage_t, pages) + at);
 }
-_Static_assert(sizeof(shoal_page_t) == 1 << 7, "the shift in shoal_slot_desc");
 
 #endif

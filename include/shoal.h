@@ -40,8 +40,11 @@ SHOAL_API void *alloc_aligned(size_t alignment, size_t size);
 /* Bytes usable at ptr: at least the size requested. */
 SHOAL_API size_t alloc_usable_size(const void *ptr);
 
-/* Give free memory back to the OS now.  With `force`, also take over the
- * pages of exited threads and empty every cache. */
+/* Give free memory back: the calling thread's empty pages and caches go
+ * to the pool, pages of exited threads whose blocks have all been freed
+ * too, and a purge pass returns to the OS what has been free for
+ * PURGE_DELAY_MS (a slot free at the previous pass); with `force`, all
+ * free memory, whatever its age, and the huge-block cache. */
 SHOAL_API void alloc_collect(bool force);
 
 /* Options: each is also read from the environment at start-up as

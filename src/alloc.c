@@ -78,16 +78,17 @@ static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t alig
     shoal_process_init();               /* options before the first block */
     void *p = alloc_tier(n, align, zero);
     if (shoal_unlikely(p == NULL)) {
-        /* At a limit (MAX_MEMORY, or the kernel's), memory that this
-         * thread's caches or the huge cache hold may be what is in the
-         * way: give it back and try once more.  The retry is
-         * unconditional: another thread may have emptied the huge cache
-         * a moment ago, and its room is ours to find (see huge.c). */
-        size_t waiting = 0;
+        /* At a limit (MAX_MEMORY, or the kernel's), free memory that
+         * this thread's caches, the pool or the huge cache hold may be
+         * what is in the way: give it all back to the OS and try once
+         * more.  The retry is unconditional: another thread may have
+         * purged a moment ago, and its room is ours to find (see
+         * huge.c). */
         shoal_heap_drain_caches();
-        shoal_huge_purge(true, &waiting);
+        shoal_purge_now(true);
         p = alloc_tier(n, align, zero);
     }
+    shoal_heap_end_call();
     shoal_purger_start();
     return p;
 }
@@ -376,6 +377,6 @@ void *alloc_reallocarray(void *p, size_t count, size_t size)
 
 void alloc_collect(bool force)
 {
-    shoal_heap_collect(force);
-    shoal_purge_now(true);
+    shoal_heap_collect();
+    shoal_purge_now(force);
 }

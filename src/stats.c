@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "core/commit.h"
 #include "core/huge.h"
 #include "core/message.h"
 #include "core/options.h"
@@ -85,7 +86,7 @@ typedef struct summary_s {
     size_t allocated, active, committed, dirty, large, large_bytes, abandoned;
 } summary_t;
 
-static _Atomic size_t peak_allocated, peak_active, peak_committed, peak_dirty;
+static _Atomic size_t peak_allocated, peak_active, peak_dirty;
 static _Atomic size_t peak_large, peak_large_bytes, peak_abandoned;
 static _Atomic size_t peak_class_blocks[SHOAL_CLASSES], peak_class_pages[SHOAL_CLASSES];
 static _Atomic uint64_t next_sample_ms;
@@ -121,12 +122,11 @@ static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_hu
     }
     sum->active = (pool->slots_claimed << SHOAL_SLOT_SHIFT) + huge->live_bytes;
     sum->dirty = pool->slots_dirty_free;
-    sum->committed = sum->active + (sum->dirty << SHOAL_SLOT_SHIFT) + huge->cached_bytes;
+    sum->committed = shoal_commit_charged();
     sum->large = (size_t)(heaps->large_allocs - heaps->large_frees);
     sum->abandoned = heaps->abandoned_pages;
     shoal_peak_update(&peak_allocated, sum->allocated);
     shoal_peak_update(&peak_active, sum->active);
-    shoal_peak_update(&peak_committed, sum->committed);
     shoal_peak_update(&peak_dirty, sum->dirty);
     shoal_peak_update(&peak_large, sum->large);
     shoal_peak_update(&peak_large_bytes, sum->large_bytes);
@@ -197,7 +197,7 @@ static void stats_fill(alloc_stats_t *st)
     st->purged = pool.purged_bytes;
     st->allocated_peak = peak_of(&peak_allocated);
     st->active_peak = max_of(peak_of(&peak_active), pool.slots_claimed_peak << SHOAL_SLOT_SHIFT);
-    st->committed_peak = peak_of(&peak_committed);
+    st->committed_peak = max_of(shoal_commit_peak(), st->committed);
     st->mapped_peak = max_of(shoal_os_mapped_peak(), st->mapped);
     st->superpages = pool.superpages;
     st->pool_slots_used = pool.slots_claimed;

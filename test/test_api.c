@@ -598,11 +598,11 @@ static void test_realloc_failure_leaves_block(void **state)
         assert_pattern(p[i], sizes[i], 900 + i);
     }
 
-    /* MAX_MEMORY: room for nothing new (less than a superpage). */
+    /* MAX_MEMORY: room for nothing big (1 MiB beyond what is committed). */
     long saved = alloc_option_get(ALLOC_OPTION_MAX_MEMORY);
     alloc_collect(true);        /* no cached mapping to unmap and make room */
     alloc_stats_t st = stats();
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)(st.mapped + 1 * MiB)), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)(st.committed + 1 * MiB)), 0);
     assert_enomem(alloc_malloc(64 * MiB));
     for (int i = 0; i < 4; i++) {
         size_t u = alloc_usable_size(p[i]);
@@ -612,6 +612,7 @@ static void test_realloc_failure_leaves_block(void **state)
         assert_pattern(p[i], sizes[i], 900 + i);
     }
     assert_true(stats().mapped <= st.mapped);          /* nothing new was mapped */
+    assert_true(stats().committed <= st.committed + 1 * MiB);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
     /* Lifted: the same requests work and keep the contents (a huge block
      * growing is test_realloc_huge_grows' business). */
@@ -624,18 +625,18 @@ static void test_realloc_failure_leaves_block(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, saved), 0);
 }
 
-/* Under MAX_MEMORY every tier fails with ENOMEM once the pool is full,
- * nothing beyond the limit is mapped, and lifting the limit helps. */
+/* Under MAX_MEMORY every tier fails with ENOMEM once the limit is
+ * reached, committed memory never passes the limit, and freeing a block
+ * or lifting the limit helps. */
 static void test_max_memory_enomem(void **state)
 {
     (void)state;
     long saved = alloc_option_get(ALLOC_OPTION_MAX_MEMORY);
-    void *first = alloc_malloc(100);                /* something is mapped */
+    void *first = alloc_malloc(100);                /* something is committed */
     assert_non_null(first);
     alloc_collect(true);
     alloc_stats_t st = stats();
-    size_t limit = st.mapped;
-    assert_true(limit > 0);                         /* 0 would mean unlimited */
+    size_t limit = st.committed + 16 * MiB;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)limit), 0);
     assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), (long)limit);
     size_t cap = 1 << 20, n = 0;
@@ -655,13 +656,13 @@ static void test_max_memory_enomem(void **state)
             *(volatile char *)p = 1;
             live[n++] = p;
             if (n % 256 == 0)
-                assert_true(stats().mapped <= limit);   /* fail fast, not at the cap */
+                assert_true(stats().committed <= limit);        /* fail fast, not at the cap */
         }
     }
     assert_enomem(alloc_malloc(8 * MiB));
     assert_enomem(alloc_calloc(1, 300 * KiB));
     assert_enomem(alloc_aligned(4 * MiB, 1));
-    assert_true(stats().mapped <= limit);
+    assert_true(stats().committed <= limit);
     /* Room again once a block is back, or the limit lifted. */
     alloc_free(live[0]);                            /* a 1 MiB block */
     void *p = alloc_malloc(1 * MiB);

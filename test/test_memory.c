@@ -129,6 +129,47 @@ static void test_rss_stays_with_purge_off(void **state)
     alloc_collect(true);
 }
 
+/* A new PURGE_DELAY_MS reaches a purger that sleeps on the old one: set
+ * to an hour while 64 MiB wait to be purged, then to 100 ms, the memory
+ * goes back within a few passes - the test only polls, with no allocator
+ * call that could purge on its own slow path, and fails only if the
+ * memory never goes (a purger that waited out the hour). */
+static void test_purge_delay_change_wakes_purger(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    static void *blocks[N];
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600L * 1000), 0);
+    alloc_collect(true);
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    size_t base = st.committed;
+    for (int i = 0; i < N; i++) {
+        assert_non_null(blocks[i] = alloc_malloc(1 << 20));
+        memset(blocks[i], i, 1 << 20);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[4095], i);
+        alloc_free(blocks[i]);
+    }
+    usleep(300 * 1000);                 /* the purger is asleep on the hour */
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_true(st.committed >= base + ((size_t)N << 20) / 2);  /* not purged yet */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 100), 0);
+    size_t left = st.committed - base;
+    for (int tries = 0; tries < 200 && left > ((size_t)N << 20) / 8; tries++) {
+        usleep(50 * 1000);
+        assert_int_equal(alloc_stats_get(&st), 0);
+        left = st.committed > base ? st.committed - base : 0;
+    }
+    print_message("after the delay went from an hour to 100 ms: %zu MiB of %d left\n",
+                  left >> 20, N);
+    assert_true(left <= ((size_t)N << 20) / 8);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_THREAD, -1), 0);
+}
+
 /* ---- prefault --------------------------------------------------------- */
 
 static long touch_faults(bool prefault, void **blocks, int n)
@@ -177,13 +218,13 @@ static int fill_to_limit(void **blocks, int max)
     return n;
 }
 
-/* Set MAX_MEMORY to what is mapped after a collection, plus `room`. */
+/* Set MAX_MEMORY to what is committed after a collection, plus `room`. */
 static void limit_to(long room)
 {
     alloc_stats_t st = { .size = sizeof st };
     alloc_collect(true);
     assert_int_equal(alloc_stats_get(&st), 0);
-    long limit = (long)st.mapped + room;
+    long limit = (long)st.committed + room;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), limit);
 }
@@ -212,6 +253,47 @@ static void test_max_memory(void **state)
     void *p = alloc_malloc(128u << 20);
     assert_non_null(p);
     alloc_free(p);
+}
+
+/* MAX_MEMORY counts memory, not address space: after the limit was
+ * reached with 1 MiB blocks and they were freed, the whole limit is
+ * there again for any size - one block of half the limit, then 1 KiB
+ * blocks filling it (both need the freed slots purged first, which a
+ * failing allocation does). */
+static void test_max_memory_recovers(void **state)
+{
+    (void)state;
+    enum { SMALL = 1 << 18 };
+    static void *small[SMALL];
+    const long room = 128L << 20;
+    limit_to(room);
+    int n = fill_to_limit(blocks, MAX);
+    assert_true(n >= 100);              /* 3 per superpage beside its header */
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[(1 << 20) - 1], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    unsigned char *half = alloc_malloc((size_t)room / 2);
+    assert_non_null(half);
+    memset(half, 0x3c, (size_t)room / 2);
+    assert_int_equal(half[room / 2 - 1], 0x3c);
+    alloc_free(half);
+    size_t k = 0;
+    errno = 0;
+    while (k < SMALL && (small[k] = alloc_malloc(1024)) != NULL) {
+        memset(small[k], (int)(k & 0xff), 1024);
+        k++;
+    }
+    assert_true(k < SMALL);
+    assert_int_equal(errno, ENOMEM);
+    print_message("under a %ld MiB limit: %d blocks of 1 MiB, then %zu of 1 KiB\n",
+                  room >> 20, n, k);
+    assert_true(k * 1024 >= (size_t)room / 4 * 3);
+    for (size_t i = 0; i < k; i++) {
+        assert_int_equal(((unsigned char *)small[i])[1023], i & 0xff);
+        alloc_free(small[i]);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
 }
 
 /* At the limit, two 1 MiB buddies this thread freed sit in its own large
@@ -340,7 +422,9 @@ int main(void)
         cmocka_unit_test(test_rss_returns_from_exited_threads),
         cmocka_unit_test(test_rss_stays_with_purge_off),
         cmocka_unit_test(test_prefault_saves_faults),
+        cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_max_memory),
+        cmocka_unit_test(test_max_memory_recovers),
         cmocka_unit_test(test_max_memory_merges_cached_spans),
         cmocka_unit_test(test_rlimit_as),
         cmocka_unit_test(test_few_mappings),

@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include "commit.h"
 #include "layout.h"
+#include "message.h"
 #include "options.h"
 #include "purge.h"
 #include "sync.h"
@@ -70,16 +72,16 @@ static shoal_huge_t *header_for(char *user, size_t align)
 }
 
 /* Cached mappings leave the cache in two steps: out of the array and
- * out of the mapped count under cache_lock, then unmapped after it.  A
- * thread that fails at MAX_MEMORY and purges the cache (alloc_generic)
- * either takes the mappings itself or, through the lock, sees the count
- * already lowered by whoever took them, and so finds the room even while
- * the munmaps are still running. */
+ * out of the committed account under cache_lock, then unmapped after
+ * it.  A thread that fails at MAX_MEMORY and purges the cache
+ * (alloc_generic) either takes the mappings itself or, through the lock,
+ * sees the account already lowered by whoever took them, and so finds
+ * the room even while the munmaps are still running. */
 static void take_out(unsigned i, cached_map_t *out, unsigned *n)
 {
     out[(*n)++] = cache[i];
     add(&cached_bytes, -cache[i].size, NULL);
-    shoal_os_uncount(cache[i].size);
+    shoal_commit_uncharge(cache[i].size);
     cache[i] = cache[--cached];
 }
 
@@ -87,7 +89,7 @@ static size_t release_taken(const cached_map_t *out, unsigned n)
 {
     size_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {
-        shoal_os_release_uncounted(out[i].base, out[i].size);
+        shoal_os_release(out[i].base, out[i].size);
         bytes += out[i].size;
     }
     return bytes;
@@ -137,10 +139,30 @@ static void *map_block(char *base, size_t size, size_t align, size_t need_zero_b
     return user;
 }
 
-static bool within_limit(size_t size)
+/* Map `size` bytes at `align` for a huge block, charged to the committed
+ * account; NULL with errno ENOMEM when the account or the OS refuses. */
+static char *map_new(size_t size, size_t align)
 {
-    long max = shoal_opt(ALLOC_OPTION_MAX_MEMORY);
-    return max == 0 || shoal_os_mapped() + size <= (size_t)max;
+    char *base = NULL;
+    if (shoal_commit_charge(size)) {
+        base = shoal_os_reserve(size, align);
+        if (base == NULL)
+            shoal_commit_uncharge(size);
+    }
+    if (base == NULL) {
+        if (shoal_opt(ALLOC_OPTION_VERBOSE))
+            shoal_warning("no memory for a huge block of %zu bytes (%zu committed, MAX_MEMORY %ld)",
+                          size, shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
+        errno = ENOMEM;
+    }
+    return base;
+}
+
+/* Unmap a huge block's mapping and take it out of the account. */
+static void unmap(char *base, size_t size)
+{
+    shoal_os_release(base, size);
+    shoal_commit_uncharge(size);
 }
 
 void *shoal_huge_alloc(size_t n, size_t align, bool zero)
@@ -161,14 +183,9 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     char *base = cache_take(size, base_align, &got);
     if (base != NULL)
         return map_block(base, got, align, zero ? n : 0, true);
-    size_t unused;
-    if (!within_limit(size))
-        shoal_huge_purge(true, &unused);
-    base = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
-    if (base == NULL) {
-        errno = ENOMEM;
+    base = map_new(size, base_align);
+    if (base == NULL)
         return NULL;
-    }
     if (shoal_opt(ALLOC_OPTION_PREFAULT))
         shoal_os_prefault(base, size);
     shoal_lock(&cache_lock);
@@ -214,7 +231,7 @@ void shoal_huge_free(shoal_huge_t *h)
     }
     shoal_unlock(&cache_lock);
     if (!keep) {
-        shoal_os_release(base, size);
+        unmap(base, size);
         return;
     }
     release_taken(evicted, n_evicted);
@@ -245,19 +262,23 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     char *old_base = h->base;   /* h lives in the mapping: gone once it moves */
     if (size == old || (size < old && size > old / 2))
         return h->user;
-    if (size > old && !within_limit(size - old)) {
+    /* The account holds the larger of the two sizes while the mapping
+     * changes, and the new size after. */
+    if (size > old && !shoal_commit_charge(size - old)) {
         errno = ENOMEM;
         return NULL;
     }
     char *base = shoal_os_remap(old_base, old, size, NULL);
     if (base == NULL && size > old) {
-        /* Move the pages to a new aligned reservation. */
+        /* Move the pages to a new aligned reservation (address space
+         * only: the account has the bytes already). */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
-        char *target = within_limit(size) ? shoal_os_reserve(size, base_align) : NULL;
+        char *target = shoal_os_reserve(size, base_align);
         base = target != NULL ? shoal_os_remap(old_base, old, size, target) : NULL;
         if (base == NULL) {
             if (target != NULL)
                 shoal_os_release(target, size);
+            shoal_commit_uncharge(size - old);
             errno = ENOMEM;
             return NULL;
         }
@@ -265,6 +286,8 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;
+    if (size < old)
+        shoal_commit_uncharge(old - size);
     shoal_lock(&cache_lock);
     count_live(-1, old);
     count_live(1, size);

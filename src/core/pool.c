@@ -8,6 +8,9 @@
  *    of a slot changes its dirty bit, so a claimer can trust what it sees.
  *  - lazy bit i (MADV_FREE mode) says slot i was already handed to the
  *    kernel and needs no further purge; cleared when it is claimed again.
+ *  - the committed account (commit.h) holds one slot for every set dirty
+ *    bit: the claimer that sets a clean slot's bit charges it, the purge
+ *    that clears one uncharges it.
  *  - superpages are never unmapped, so a descriptor pointer stays valid
  *    for ever and lock-free readers may always dereference one.
  */
@@ -15,6 +18,7 @@
 
 #include <errno.h>
 #include "chunk_map.h"
+#include "commit.h"
 #include "counter.h"
 #include "message.h"
 #include "options.h"
@@ -46,54 +50,102 @@ static inline uint64_t slots_mask(unsigned slot, unsigned count)
     return (count >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << count) - 1)) << slot;
 }
 
-/* Slots where a free, aligned run of 2^order slots starts. */
-static uint64_t free_starts(uint64_t occupied, unsigned order)
+/* Slots where an aligned run of 2^order bits of m starts. */
+static uint64_t run_starts(uint64_t m, unsigned order)
 {
-    uint64_t m = ~occupied;
     for (unsigned s = 1; s < (1u << order); s <<= 1)
         m &= m >> s;
     return m & starts[order];
 }
 
-/* Best fit: prefer a block whose buddy is taken, so free buddies stay
- * together for larger requests. */
-static unsigned pick(uint64_t cand, unsigned order)
+/* Best fit among `among`, a subset of the free runs `cand`: prefer a
+ * block whose buddy is taken, so free buddies stay together for larger
+ * requests. */
+static unsigned pick(uint64_t cand, uint64_t among, unsigned order)
 {
     unsigned s = 1u << order;
     uint64_t parent = starts[order + 1];
     uint64_t buddy_free = ((cand & parent) << s) | ((cand >> s) & parent);
-    uint64_t lone = cand & ~buddy_free;
-    return (unsigned)__builtin_ctzll(lone ? lone : cand);
+    uint64_t lone = among & ~buddy_free;
+    return (unsigned)__builtin_ctzll(lone ? lone : among);
 }
 
-static bool claim_in(shoal_superpage_t *sp, unsigned order, unsigned *slot)
+/* The free runs of a superpage for a claim of `order`, and among them
+ * the "warm" ones, every slot of which is dirty: reusing memory that is
+ * resident already costs no page fault and no RSS, so claims take warm
+ * runs first and the process's footprint follows its live memory, not
+ * the history of which slots it once used. */
+static uint64_t free_runs(const shoal_superpage_t *sp, uint64_t occ, unsigned order,
+                          uint64_t *warm)
 {
-    uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
-    for (;;) {
-        uint64_t cand = free_starts(occ, order);
-        if (cand == 0)
-            return false;
-        unsigned i = pick(cand, order);
-        /* Acquire on success: whoever held these slots before released
-         * them with a release AND after its last write to them (user data,
-         * descriptor, dirty bits), so all of that is visible before we
-         * reuse the memory.  On failure occ is reloaded and the choice is
-         * made again: the CAS compares the whole word, so a stale view can
-         * only fail, never hand one slot out twice. */
-        if (atomic_compare_exchange_weak_explicit(&sp->occupied, &occ,
-                                                  occ | slots_mask(i, 1u << order),
-                                                  memory_order_acquire,
-                                                  memory_order_relaxed)) {
-            *slot = i;
-            return true;
-        }
+    uint64_t cand = run_starts(~occ, order);
+    uint64_t dirty = atomic_load_explicit(&sp->dirty, memory_order_relaxed);
+    *warm = cand & run_starts(~occ & dirty, order);
+    return cand;
+}
+
+/* Set the bits of `mask` in sp's occupancy word if they are all free:
+ * the claim itself. */
+static bool occupy(shoal_superpage_t *sp, uint64_t *occ, uint64_t mask)
+{
+    /* Acquire on success: whoever held these slots before released them
+     * with a release AND after its last write to them (user data,
+     * descriptor, dirty bits), so all of that is visible before we reuse
+     * the memory.  On failure occ is reloaded and the caller chooses
+     * again: the CAS compares the whole word, so a stale view can only
+     * fail, never hand one slot out twice. */
+    return atomic_compare_exchange_weak_explicit(&sp->occupied, occ, *occ | mask,
+                                                 memory_order_acquire, memory_order_relaxed);
+}
+
+/* Give back claimed slots: the release AND. */
+static void unoccupy(shoal_superpage_t *sp, uint64_t mask)
+{
+    /* Release: our writes to the slots happen before the next claimer's
+     * acquire CAS sees them free. */
+    atomic_fetch_and_explicit(&sp->occupied, ~mask, memory_order_release);
+}
+
+static void count_claimed(size_t n)
+{
+    shoal_peak_update(&slots_claimed_peak,
+                      atomic_fetch_add_explicit(&slots_claimed, n, memory_order_relaxed) + n);
+}
+
+/* The claimer's side of slots it has just occupied: mark them dirty and
+ * charge those that were clean to the committed account (commit.h).  A
+ * slot the account has no room for is handed back at once, untouched;
+ * with `whole` (a block, which is all or nothing) one such slot hands
+ * back all of them.  Returns the slots kept, and in *clean those of them
+ * that read as zero. */
+static uint64_t settle(shoal_superpage_t *sp, uint64_t mask, bool whole, uint64_t *clean)
+{
+    atomic_fetch_and_explicit(&lazy_purged[sp->index], ~mask, memory_order_relaxed);
+    uint64_t fresh = mask & ~atomic_fetch_or_explicit(&sp->dirty, mask, memory_order_relaxed);
+    uint64_t refused = 0;
+    if (fresh != 0 && !shoal_commit_charge((size_t)__builtin_popcountll(fresh) << SHOAL_SLOT_SHIFT)) {
+        refused = whole ? mask : 0;
+        for (uint64_t r = fresh; !whole && r != 0; r &= r - 1)
+            if (!shoal_commit_charge(SHOAL_SLOT_SIZE))
+                refused |= r & -r;
+        /* Still ours, and untouched: only the holder changes a dirty bit. */
+        atomic_fetch_and_explicit(&sp->dirty, ~(refused & fresh), memory_order_relaxed);
+        unoccupy(sp, refused);
     }
+    uint64_t kept = mask & ~refused;
+    *clean = fresh & kept;
+    if (kept != 0) {
+        atomic_fetch_add_explicit(&n_claims, 1, memory_order_relaxed);
+        count_claimed((size_t)__builtin_popcountll(kept));
+    }
+    return kept;
 }
 
 /* Add a superpage to the pool.  Returns false with errno ENOMEM when the
  * OS or MAX_MEMORY refuses.  `seen` is the count the caller searched; if
  * another thread grew the pool meanwhile, we return true at once and the
- * caller searches again. */
+ * caller searches again.  A superpage is address space until its slots
+ * are touched: only its header slot is charged to the committed account. */
 static bool grow(size_t seen)
 {
     bool ok = true;
@@ -101,15 +153,16 @@ static bool grow(size_t seen)
     size_t n = atomic_load_explicit(&sp_count, memory_order_relaxed);
     if (n != seen)
         goto out;
-    long max = shoal_opt(ALLOC_OPTION_MAX_MEMORY);
     shoal_superpage_t *sp = NULL;
-    if (n < SHOAL_MAX_SUPERPAGES &&
-        (max == 0 || shoal_os_mapped() + SHOAL_SP_SIZE <= (size_t)max))
+    bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
+    if (charged && n < SHOAL_MAX_SUPERPAGES)
         sp = shoal_os_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE);
     if (sp == NULL) {
+        if (charged)
+            shoal_commit_uncharge(SHOAL_SLOT_SIZE);
         if (shoal_opt(ALLOC_OPTION_VERBOSE))
-            shoal_warning("no memory for another superpage (%zu mapped, MAX_MEMORY %ld)",
-                          shoal_os_mapped(), max);
+            shoal_warning("no memory for another superpage (%zu committed, MAX_MEMORY %ld)",
+                          shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
         errno = ENOMEM;
         ok = false;
         goto out;
@@ -131,48 +184,126 @@ out:
     return ok;
 }
 
-static void count_claimed(size_t n)
+/* Superpages a claim looks at past the first one with room, for one with
+ * a warm run: a bounded search, so a claim in a big pool stays cheap. */
+#define CLAIM_LOOKAHEAD 4
+
+/* The superpage a claim of `order` should try: from the hint (the lowest
+ * superpage recently released into) on, the first with a warm run within
+ * the lookahead, else the first with any free run; -1 if none has one.
+ * With `warm_only`, only a warm run anywhere will do. */
+static long choose(unsigned order, size_t n, bool warm_only)
 {
-    shoal_peak_update(&slots_claimed_peak,
-                      atomic_fetch_add_explicit(&slots_claimed, n, memory_order_relaxed) + n);
+    size_t hint = atomic_load_explicit(&claim_hint, memory_order_relaxed);
+    long first = -1;
+    unsigned looked = 0;
+    for (size_t k = 0; k < n && looked <= CLAIM_LOOKAHEAD; k++) {
+        size_t i = (hint + k) % n;
+        shoal_superpage_t *sp = sp_table[i];
+        uint64_t warm;
+        uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
+        if (free_runs(sp, occ, order, &warm) == 0)
+            continue;
+        if (warm != 0)
+            return (long)i;
+        if (warm_only)
+            continue;
+        if (first < 0)
+            first = (long)i;
+        looked++;
+    }
+    return first;
+}
+
+enum claim_result { CLAIMED, RACED, REFUSED };
+
+/* Claim a block of `order` in superpage i (warm runs first), or, with
+ * max_slots > 0, up to that many single slots (order 0) in one CAS. */
+static enum claim_result claim_at(size_t i, unsigned order, unsigned max_slots,
+                                  shoal_span_t *out, unsigned *got)
+{
+    shoal_superpage_t *sp = sp_table[i];
+    uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
+    uint64_t mask;
+    do {
+        uint64_t warm, cand = free_runs(sp, occ, order, &warm);
+        if (cand == 0)
+            return RACED;
+        if (max_slots == 0) {
+            mask = slots_mask(pick(cand, warm ? warm : cand, order), 1u << order);
+        } else {
+            /* Warm slots first, each kind taking lone slots (whose buddy
+             * is taken) before halves of free pairs. */
+            uint64_t lone = cand & ~(((cand & starts[1]) << 1) | ((cand >> 1) & starts[1]));
+            const uint64_t pref[4] = { warm & lone, warm, lone, cand };
+            mask = 0;
+            for (unsigned k = 0; k < 4; k++)
+                for (uint64_t m = pref[k] & ~mask; m != 0 && (unsigned)__builtin_popcountll(mask) < max_slots;
+                     m &= m - 1)
+                    mask |= m & -m;
+        }
+    } while (!occupy(sp, &occ, mask));
+    uint64_t clean, kept = settle(sp, mask, max_slots == 0, &clean);
+    if (kept == 0)
+        return REFUSED;
+    if (i != atomic_load_explicit(&claim_hint, memory_order_relaxed))
+        atomic_store_explicit(&claim_hint, i, memory_order_relaxed);
+    *got = 0;
+    for (uint64_t m = kept; m != 0; m &= m - 1) {
+        unsigned slot = (unsigned)__builtin_ctzll(m);
+        out[*got] = (shoal_span_t){ sp, slot, order, false };
+        out[*got].zero = max_slots == 0 ? clean == kept : ((clean >> slot) & 1) != 0;
+        if (out[*got].zero && shoal_opt(ALLOC_OPTION_PREFAULT))
+            shoal_os_prefault(shoal_slot_addr(sp, slot), SHOAL_SLOT_SIZE << order);
+        ++*got;
+        if (max_slots == 0)
+            break;
+    }
+    return CLAIMED;
+}
+
+/* The claims' common loop: choose a superpage, claim there, grow the pool
+ * when none has room.  When the committed account refuses clean slots,
+ * only warm ones (charged already) can be had. */
+static unsigned claim(unsigned order, unsigned max_slots, shoal_span_t *out)
+{
+    bool warm_only = false;
+    for (;;) {
+        size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
+        long i = choose(order, n, warm_only);
+        if (i < 0) {
+            if (warm_only || !grow(n)) {
+                errno = ENOMEM;
+                return 0;
+            }
+            continue;
+        }
+        unsigned got;
+        switch (claim_at((size_t)i, order, max_slots, out, &got)) {
+        case CLAIMED:
+            return got;
+        case REFUSED:
+            warm_only = true;
+            break;
+        case RACED:
+            break;
+        }
+    }
 }
 
 bool shoal_pool_claim(unsigned order, shoal_span_t *out)
 {
-    for (;;) {
-        size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
-        size_t hint = atomic_load_explicit(&claim_hint, memory_order_relaxed);
-        for (size_t k = 0; k < n; k++) {
-            size_t i = (hint + k) % n;
-            shoal_superpage_t *sp = sp_table[i];
-            unsigned slot;
-            if (!claim_in(sp, order, &slot))
-                continue;
-            if (k != 0)
-                atomic_store_explicit(&claim_hint, i, memory_order_relaxed);
-            uint64_t mask = slots_mask(slot, 1u << order);
-            atomic_fetch_and_explicit(&lazy_purged[i], ~mask, memory_order_relaxed);
-            uint64_t was = atomic_fetch_or_explicit(&sp->dirty, mask, memory_order_relaxed);
-            out->sp = sp;
-            out->slot = slot;
-            out->order = order;
-            out->zero = (was & mask) == 0;
-            if (out->zero && shoal_opt(ALLOC_OPTION_PREFAULT))
-                shoal_os_prefault(shoal_slot_addr(sp, slot), SHOAL_SLOT_SIZE << order);
-            atomic_fetch_add_explicit(&n_claims, 1, memory_order_relaxed);
-            count_claimed(1u << order);
-            return true;
-        }
-        if (!grow(n))
-            return false;
-    }
+    return claim(order, 0, out) != 0;
+}
+
+unsigned shoal_pool_claim_slots(unsigned max, shoal_span_t *out)
+{
+    return claim(0, max, out);
 }
 
 void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count)
 {
-    /* Release: our writes to the slots happen before the next claimer's
-     * acquire CAS sees them free. */
-    atomic_fetch_and_explicit(&sp->occupied, ~slots_mask(slot, count), memory_order_release);
+    unoccupy(sp, slots_mask(slot, count));
     if (sp->index < atomic_load_explicit(&claim_hint, memory_order_relaxed))
         atomic_store_explicit(&claim_hint, sp->index, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
@@ -189,14 +320,9 @@ bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
     do {
         if ((occ & more) != 0)
             return false;
-        /* Acquire, as in claim_in: the last holder's writes are done. */
-    } while (!atomic_compare_exchange_weak_explicit(&sp->occupied, &occ, occ | more,
-                                                    memory_order_acquire,
-                                                    memory_order_relaxed));
-    atomic_fetch_or_explicit(&sp->dirty, more, memory_order_relaxed);
-    atomic_fetch_and_explicit(&lazy_purged[sp->index], ~more, memory_order_relaxed);
-    count_claimed((1u << new_order) - (1u << order));
-    return true;
+    } while (!occupy(sp, &occ, more));
+    uint64_t clean;
+    return settle(sp, more, true, &clean) != 0;
 }
 
 /* Take the free slots among `want` for the purger; returns those taken. */
@@ -208,10 +334,7 @@ static uint64_t claim_free_bits(shoal_superpage_t *sp, uint64_t want)
         got = want & ~occ;
         if (got == 0)
             return 0;
-        /* Acquire, as in claim_in: the last holder's writes are done. */
-    } while (!atomic_compare_exchange_weak_explicit(&sp->occupied, &occ, occ | got,
-                                                    memory_order_acquire,
-                                                    memory_order_relaxed));
+    } while (!occupy(sp, &occ, got));
     return got;
 }
 
@@ -248,8 +371,10 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
     }
     atomic_fetch_and_explicit(&sp->dirty, ~zeroed, memory_order_relaxed);
     atomic_fetch_or_explicit(&lazy_purged[i], got & ~zeroed, memory_order_relaxed);
-    /* Release: the dirty bits above are visible to the next claimer. */
-    atomic_fetch_and_explicit(&sp->occupied, ~got, memory_order_release);
+    shoal_commit_uncharge((size_t)__builtin_popcountll(zeroed) << SHOAL_SLOT_SHIFT);
+    /* The release in unoccupy: the dirty bits above are visible to the
+     * next claimer. */
+    unoccupy(sp, got);
     return (size_t)__builtin_popcountll(got) << SHOAL_SLOT_SHIFT;
 }
 
@@ -260,7 +385,10 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
         return 0;
     }
     shoal_tsan_acquire(&purge_lock);
-    bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE;
+    /* Under MAX_MEMORY a purge must free room in the committed account,
+     * which MADV_FREE's lazily reclaimed slots would not. */
+    bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE &&
+                shoal_opt(ALLOC_OPTION_MAX_MEMORY) == 0;
     bool huge = shoal_opt(ALLOC_OPTION_HUGE_PAGES) != 0;
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     size_t bytes = 0;

@@ -40,9 +40,17 @@ typedef struct shoal_span_s {
     bool zero;                  /* every byte reads as zero */
 } shoal_span_t;
 
-/* Claim a block of 2^order slots; grows the pool when all superpages are
- * full.  false with errno ENOMEM when the OS or MAX_MEMORY refuses. */
+/* Claim a block of 2^order slots; grows the pool when no superpage has
+ * room.  Takes memory that is resident already (dirty, free) before
+ * clean memory.  false with errno ENOMEM when the OS or MAX_MEMORY
+ * refuses. */
 bool shoal_pool_claim(unsigned order, shoal_span_t *out);
+
+/* Claim up to `max` single slots of one superpage in one CAS, wherever
+ * they lie in it (dirty ones first); at least one unless it returns 0
+ * with errno ENOMEM.  The pool grows only when no superpage has a free
+ * slot. */
+unsigned shoal_pool_claim_slots(unsigned max, shoal_span_t *out);
 
 /* Release `count` slots from `slot` on (any run inside one claim: a
  * block, or the tail of one being shrunk). */

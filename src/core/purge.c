@@ -10,6 +10,7 @@
 static _Atomic uint64_t next_pass_ms;
 static _Atomic bool pending;
 static void (*_Atomic waker)(void);
+static void (*_Atomic reclaimer)(void);
 static _Atomic bool background;         /* a purger thread runs the passes */
 
 void shoal_purge_set_background(bool running)
@@ -20,6 +21,11 @@ void shoal_purge_set_background(bool running)
 void shoal_purge_set_waker(void (*wake)(void))
 {
     atomic_store_explicit(&waker, wake, memory_order_release);
+}
+
+void shoal_purge_set_reclaimer(void (*reclaim)(void))
+{
+    atomic_store_explicit(&reclaimer, reclaim, memory_order_release);
 }
 
 bool shoal_purge_pending(void)
@@ -46,6 +52,9 @@ size_t shoal_purge_now(bool force)
     /* Clear first: memory freed while the pass runs sets it again, so no
      * work is forgotten; what the pass leaves for later sets it too. */
     atomic_store_explicit(&pending, false, memory_order_relaxed);
+    void (*reclaim)(void) = atomic_load_explicit(&reclaimer, memory_order_acquire);
+    if (reclaim != NULL)
+        reclaim();
     size_t waiting = 0;
     size_t bytes = shoal_pool_purge(force, &waiting) + shoal_huge_purge(force, &waiting);
     if (waiting != 0)
@@ -67,6 +76,11 @@ void shoal_purge_tick(void)
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
     shoal_purge_now(delay == 0);
+}
+
+void shoal_purge_delay_changed(void)
+{
+    atomic_store_explicit(&next_pass_ms, 0, memory_order_relaxed);
 }
 
 void shoal_purge_note_free(void)

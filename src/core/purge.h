@@ -28,12 +28,18 @@ void shoal_purge_tick(void);
  * the bytes purged. */
 size_t shoal_purge_now(bool force);
 
+/* PURGE_DELAY_MS changed: the slow paths' clock starts again on it. */
+void shoal_purge_delay_changed(void);
+
 /* Whether free memory is waiting for a pass. */
 bool shoal_purge_pending(void);
 
 /* The thread layer's wake-up for its purger (called when work appears),
- * and whether that purger is running (then frees need not run passes). */
+ * its reclaimer (called at the start of every pass, to give back the
+ * pages of exited threads whose blocks have all been freed), and whether
+ * that purger is running (then frees need not run passes). */
 void shoal_purge_set_waker(void (*wake)(void));
+void shoal_purge_set_reclaimer(void (*reclaim)(void));
 void shoal_purge_set_background(bool running);
 
 #endif

@@ -61,21 +61,10 @@ void *shoal_os_reserve(size_t size, size_t align)
     return p;
 }
 
-void shoal_os_uncount(size_t size)
-{
-    atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
-}
-
-void shoal_os_release_uncounted(void *addr, size_t size)
-{
-    if (munmap(addr, size) != 0)        /* still ours: count it again */
-        atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed);
-}
-
 void shoal_os_release(void *addr, size_t size)
 {
-    shoal_os_uncount(size);
-    shoal_os_release_uncounted(addr, size);
+    if (munmap(addr, size) == 0)
+        atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
 }
 
 bool shoal_os_purge(void *addr, size_t size, bool lazy)

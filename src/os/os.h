@@ -21,13 +21,6 @@ void *shoal_os_reserve(size_t size, size_t align);
 /* Give a whole reservation back to the kernel. */
 void shoal_os_release(void *addr, size_t size);
 
-/* The same in two steps, for a caller that decides under a lock what to
- * release and unmaps after it: shoal_os_uncount takes the bytes out of
- * the mapped count at once (so a thread checking MAX_MEMORY meanwhile
- * already sees the room), shoal_os_release_uncounted unmaps them later. */
-void shoal_os_uncount(size_t size);
-void shoal_os_release_uncounted(void *addr, size_t size);
-
 /* Return the physical pages under [addr, addr+size); the range stays
  * reserved.  With `lazy` the kernel may take them when it likes
  * (MADV_FREE) and the contents are undefined until then; otherwise they

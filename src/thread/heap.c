@@ -42,8 +42,13 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-/* ck_stack's double-width CAS needs 16-byte alignment. */
-static ck_stack_t abandoned __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
+/* Pages of exited threads that still hold live blocks, one stack per size
+ * class, so that a heap adopts only pages of a class it allocates (a page
+ * of a class its new owner never allocates would never be looked at
+ * again).  ck_stack's double-width CAS needs 16-byte alignment. */
+static ck_stack_t abandoned[SHOAL_CLASSES] __attribute__((aligned(16))) = {
+    [0 ... SHOAL_CLASSES - 1] = CK_STACK_INITIALIZER,
+};
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
 static _Atomic size_t abandoned_count;
 static _Atomic(shoal_heap_t *) all_heaps;
@@ -58,6 +63,13 @@ static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static char *area_next, *area_end;
 
 static pthread_key_t exit_key;
+
+/* Set once this thread's exit handler has given its heap up.  Such a
+ * thread may still allocate (another key's destructor); it borrows a heap
+ * for each call and gives it up before the call returns, because glibc
+ * runs destructors for at most four rounds: a heap made in the last one
+ * would never be given up, and every exiting thread would leave one. */
+static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
 static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
 
 static void thread_exit(void *arg);
@@ -253,24 +265,22 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
 
 static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
 {
-    if (order == 0) {
-        if (h->cached == 0) {
-            /* Refill in a batch: one CAS claims four slots. */
-            shoal_span_t four;
-            int saved = errno;
-            if (shoal_pool_claim(2, &four)) {
-                for (unsigned i = 0; i < 4; i++)
-                    h->cache[h->cached++] = (shoal_span_t){ four.sp, four.slot + 3 - i, 0,
-                                                            four.zero };
-            }
-            errno = saved;
-        }
-        if (h->cached != 0) {
-            *s = h->cache[--h->cached];
-            return true;
-        }
+    if (order != 0)
+        return shoal_pool_claim(order, s);
+    if (h->cached == 0) {
+        /* Refill in a batch: one CAS claims up to four slots, wherever
+         * they are free in one superpage. */
+        shoal_span_t got[SHOAL_PAGE_REFILL];
+        unsigned n = shoal_pool_claim_slots(SHOAL_PAGE_REFILL, got);
+        if (n == 0)
+            return false;
+        /* The lowest slot goes out first: memory in use packs low. */
+        while (n != 0)
+            h->cache[h->cached++] = got[--n];
     }
-    return shoal_pool_claim(order, s);
+    *s = h->cache[--h->cached];
+    h->page_cache_used = true;
+    return true;
 }
 
 /* The page's slots stop being a page: descriptors back to FREE. */
@@ -280,10 +290,15 @@ static void unmake_page(shoal_page_t *pg)
     atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
 }
 
-static void release_to_pool(shoal_page_t *pg)
+static void release_span(shoal_page_t *pg)
 {
     shoal_superpage_t *sp = shoal_superpage_of(pg);
     shoal_pool_release(sp, (unsigned)(pg - sp->pages), 1u << pg->order);
+}
+
+static void release_to_pool(shoal_page_t *pg)
+{
+    release_span(pg);
     shoal_purge_note_free();
 }
 
@@ -310,12 +325,20 @@ static void drain_large_cache(shoal_heap_t *h)
     h->large_cached = h->large_cached_slots = 0;
 }
 
-static void drain_cache(shoal_heap_t *h)
+static void drain_page_cache(shoal_heap_t *h)
 {
+    if (h->cached == 0)
+        return;
     while (h->cached != 0) {
         shoal_span_t *s = &h->cache[--h->cached];
         shoal_pool_release(s->sp, s->slot, 1);
     }
+    shoal_purge_note_free();
+}
+
+static void drain_cache(shoal_heap_t *h)
+{
+    drain_page_cache(h);
     drain_large_cache(h);
 }
 
@@ -422,30 +445,50 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 
 /* ---- adoption --------------------------------------------------------- */
 
-/* Take up to `max` abandoned pages into h, stopping early at one of class
- * `cls` with room (SHOAL_CLASSES: none wanted); returns how many.  The
- * wanted page goes to the front of its queue, the others to the back
- * (so the heads keep serving). */
-static unsigned adopt(shoal_heap_t *h, unsigned max, unsigned cls)
+/* Popping a page off an abandoned stack makes the popper its only holder,
+ * as ownership would: the owner-only collect is its to do. */
+static shoal_page_t *pop_abandoned(unsigned cls)
+{
+    ck_stack_entry_t *e = ck_stack_pop_mpmc(&abandoned[cls]);
+    if (e == NULL)
+        return NULL;
+    shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
+    shoal_tsan_acquire(pg);
+    atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+    return pg;
+}
+
+static void push_abandoned(shoal_page_t *pg)
+{
+    atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
+    shoal_tsan_release(pg);
+    ck_stack_push_mpmc(&abandoned[pg->size_class], &pg->abandoned_link);
+}
+
+/* Whether a collected page has no block out and can leave. */
+static bool page_unused(shoal_page_t *pg)
+{
+    return pg->used == 0 && atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0;
+}
+
+/* Take up to `max` abandoned pages of class `cls` into h, stopping at one
+ * with room, which goes to the front of its queue (the others, with every
+ * block out, to the back); pages whose blocks have all been freed go
+ * straight back to the pool.  Returns how many h kept. */
+static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
 {
     unsigned n = 0;
-    while (n < max) {
-        ck_stack_entry_t *e = ck_stack_pop_mpmc(&abandoned);
-        if (e == NULL)
-            break;
-        shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
-        shoal_tsan_acquire(pg);
-        atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+    shoal_page_t *pg;
+    while (n < max && (pg = pop_abandoned(cls)) != NULL) {
         atomic_store_explicit(&pg->heap, h, memory_order_seq_cst);
         shoal_page_collect(pg);
-        if (pg->used == 0 &&
-            atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+        if (page_unused(pg)) {
             release_page(h, pg, true);
             continue;
         }
         n++;
-        if (pg->size_class == cls && (pg->free != NULL || atomic_load_explicit(
-                                          &pg->capacity, memory_order_relaxed) < pg->reserved)) {
+        if (pg->free != NULL ||
+            atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved) {
             queue_push_front(h, pg);
             break;
         }
@@ -457,32 +500,26 @@ static unsigned adopt(shoal_heap_t *h, unsigned max, unsigned cls)
 
 void shoal_heap_reclaim_abandoned(void)
 {
-    shoal_page_t *keep = NULL;
-    size_t n = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
-    ck_stack_entry_t *e;
-    /* Popping a page makes us its only holder, as adoption would, so the
-     * owner-only collect is ours to do; its heap stays NULL meanwhile. */
-    while (n-- > 0 && (e = ck_stack_pop_mpmc(&abandoned)) != NULL) {
-        shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
-        shoal_tsan_acquire(pg);
-        shoal_page_collect(pg);
-        if (pg->used == 0 &&
-            atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
-            atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
-            atomic_fetch_sub_explicit(&orphan_pages[pg->size_class], 1, memory_order_relaxed);
-            unmake_page(pg);
-            release_to_pool(pg);
-        } else {
-            pg->next = keep;
-            keep = pg;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        shoal_page_t *keep = NULL, *pg;
+        while ((pg = pop_abandoned(c)) != NULL) {
+            shoal_page_collect(pg);
+            if (page_unused(pg)) {
+                /* No shoal_purge_note_free: this runs at the start of a
+                 * pass, which sees the slots and comes back for them. */
+                atomic_fetch_sub_explicit(&orphan_pages[c], 1, memory_order_relaxed);
+                unmake_page(pg);
+                release_span(pg);
+            } else {
+                pg->next = keep;
+                keep = pg;
+            }
         }
-    }
-    while (keep != NULL) {
-        shoal_page_t *pg = keep;
-        keep = pg->next;
-        pg->next = NULL;
-        shoal_tsan_release(pg);
-        ck_stack_push_mpmc(&abandoned, &pg->abandoned_link);
+        while ((pg = keep) != NULL) {
+            keep = pg->next;
+            pg->next = NULL;
+            push_abandoned(pg);
+        }
     }
 }
 
@@ -525,24 +562,37 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
     return pg;
 }
 
-/* An empty page at the head of its queue is kept for the next malloc of
- * its class.  One that stays empty across two sweeps (every 256 slow
- * paths) is not coming back into use soon: it goes, so a heap does not
- * hold a page per class it once used. */
-static void sweep_idle_heads(shoal_heap_t *h)
+/* What a heap keeps without using it goes back to the pool on a clock of
+ * PURGE_DELAY_MS, so that the purger can return it to the OS: an empty
+ * page at the head of its queue (kept for the next malloc of its class)
+ * that was empty at two sweeps in a row, and the page and large-block
+ * caches when they were not taken from since the last sweep.  A sweep
+ * runs at most once a delay (every 256 slow paths with a delay of 0 or
+ * -1), so memory in use again soon is not given back and claimed again;
+ * releasing it sooner would only move resident memory from one slot to
+ * another (a slot re-made for another class keeps what the last one
+ * touched). */
+static void sweep_idle(shoal_heap_t *h)
 {
+    long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+    uint64_t now = shoal_os_now_ms();
+    if (delay > 0 && now - h->swept_ms < (uint64_t)delay)
+        return;
+    h->swept_ms = now;
     if (!h->large_cache_used)
         drain_large_cache(h);
-    h->large_cache_used = false;
+    if (!h->page_cache_used)
+        drain_page_cache(h);
+    h->large_cache_used = h->page_cache_used = false;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         if (pg == &shoal_empty_page)
             continue;
-        if (pg->used != 0 || atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0) {
+        if (!page_unused(pg)) {
             pg->idle_sweeps = 0;
         } else if (++pg->idle_sweeps >= 2) {
             queue_remove(h, pg);
-            release_page(h, pg, true);
+            release_page(h, pg, false);
         }
     }
 }
@@ -563,12 +613,12 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     }
     take_notifications(h);
     if ((++h->slow_calls & 255) == 0)
-        sweep_idle_heads(h);
+        sweep_idle(h);
     /* A page ran dry: this thread's live blocks of the class are at a
      * high, a moment to sample the peaks (stats.c). */
     shoal_stats_tick();
     shoal_page_t *pg = search_queue(h, cls);
-    if (pg == NULL && adopt(h, 64, cls) != 0)
+    if (pg == NULL && adopt(h, cls, 64) != 0)
         pg = search_queue(h, cls);
     return pg != NULL ? pg : fresh_page(h, cls);
 }
@@ -625,7 +675,8 @@ static shoal_heap_t *heap_acquire(void)
     shoal_peak_update(&heaps_live_peak,
                       atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
     shoal_tl_heap = h;
-    pthread_setspecific(exit_key, h);
+    if (!tl_exited)
+        pthread_setspecific(exit_key, h);
     return h;
 }
 
@@ -640,8 +691,7 @@ static void heap_abandon(shoal_heap_t *h)
             shoal_page_t *pg = h->pages[c];
             queue_remove(h, pg);
             shoal_page_collect(pg);
-            if (pg->used == 0 &&
-                atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+            if (page_unused(pg)) {
                 release_page(h, pg, false);
             } else {
                 pg->next = keep;
@@ -670,18 +720,15 @@ static void heap_abandon(shoal_heap_t *h)
         shoal_page_t *pg = keep;
         keep = pg->next;
         pg->next = NULL;
-        atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
-        shoal_tsan_release(pg);
-        ck_stack_push_mpmc(&abandoned, &pg->abandoned_link);
+        push_abandoned(pg);
     }
     drain_cache(h);
 }
 
-static void thread_exit(void *arg)
+/* The heap's thread is done with it: its pages go (heap_abandon) and
+ * the struct waits for the next thread. */
+static void heap_give_up(shoal_heap_t *h)
 {
-    shoal_heap_t *h = arg;
-    /* A later allocation by this thread (another key's destructor) makes
-     * a new heap, and the new heap gets this destructor again. */
     shoal_tl_heap = &shoal_empty_heap;
     heap_abandon(h);
     atomic_store_explicit(&h->live, 0, memory_order_relaxed);
@@ -690,8 +737,20 @@ static void thread_exit(void *arg)
     shoal_tsan_release(h);
     ck_stack_push_mpmc(&free_heaps, &h->free_link);
     shoal_purge_note_free();
+}
+
+static void thread_exit(void *arg)
+{
+    tl_exited = true;
+    heap_give_up(arg);
     shoal_purger_start();
     shoal_purger_thread_exiting();
+}
+
+void shoal_heap_end_call(void)
+{
+    if (shoal_unlikely(tl_exited) && shoal_tl_heap != &shoal_empty_heap)
+        heap_give_up(shoal_tl_heap);
 }
 
 /* In a fork child, heaps made in the parent do not count: the child has
@@ -703,25 +762,18 @@ size_t shoal_heap_created(void)
     return atomic_load_explicit(&heaps_created, memory_order_relaxed) - created_in_parent;
 }
 
-void shoal_heap_collect(bool force)
+void shoal_heap_collect(void)
 {
     shoal_heap_t *h = shoal_tl_heap;
-    if (h == &shoal_empty_heap) {
-        if (!force || atomic_load_explicit(&abandoned_count, memory_order_relaxed) == 0)
-            return;
-        if ((h = heap_acquire()) == NULL)
-            return;
-    }
+    if (h == &shoal_empty_heap)
+        return;
     take_notifications(h);
-    if (force)
-        while (adopt(h, 64, SHOAL_CLASSES) != 0) {}
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
             shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (pg->used == 0 &&
-                atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0) {
+            if (page_unused(pg)) {
                 queue_remove(h, pg);
                 release_page(h, pg, false);
             }

@@ -22,6 +22,7 @@
 #include "../core/size_class.h"
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
+#define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
 #define SHOAL_LARGE_CACHE 4     /* freed large blocks a heap keeps, */
 #define SHOAL_LARGE_CACHE_SLOTS 32      /* up to 2 MiB of them */
 
@@ -47,8 +48,9 @@ typedef struct shoal_heap_s {
     unsigned cached;
     shoal_span_t large_cache[SHOAL_LARGE_CACHE];        /* freed large blocks */
     unsigned large_cached, large_cached_slots;
-    bool large_cache_used;                      /* taken from since the last sweep */
+    bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
+    uint64_t swept_ms;                          /* when it last ran */
     shoal_heap_counters_t stats;
     struct shoal_heap_s *next_all;              /* every heap ever made */
     ck_stack_entry_t free_link;                 /* on the stack of unused heaps */
@@ -78,13 +80,18 @@ void *shoal_heap_large_alloc(size_t size, size_t align, bool zero);
 void shoal_heap_large_free(shoal_page_t *head);
 void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 
+/* The end of an allocation slow path: a thread whose exit handler has
+ * run gives up the heap it borrowed for the call (heap.c says why). */
+void shoal_heap_end_call(void);
+
 /* Give the calling thread's cached pages and large spans back to the
  * pool, where they can merge with their free neighbours. */
 void shoal_heap_drain_caches(void);
 
-/* Adopt abandoned pages, return empty pages and cached slots to the pool
- * (the calling thread's heap only; `force` adopts every abandoned page). */
-void shoal_heap_collect(bool force);
+/* Return the calling thread's empty pages and cached slots to the pool.
+ * (Pages of exited threads whose blocks have all been freed go back at
+ * the start of every purge pass: shoal_heap_reclaim_abandoned.) */
+void shoal_heap_collect(void);
 
 /* Read the options and register the thread-exit and fork handlers, once;
  * the first allocation does it, and so may anything else that needs it. */
@@ -112,7 +119,8 @@ void shoal_heap_fork_parent(void);
 void shoal_heap_fork_child(void);
 
 /* Give back to the pool the pages of exited threads whose blocks have all
- * been freed since (the purger calls it: no heap needed). */
+ * been freed since: the purge clock calls it at the start of every pass
+ * (no heap needed). */
 void shoal_heap_reclaim_abandoned(void);
 
 /* Figures over all heaps. */

@@ -34,7 +34,8 @@
 enum { PURGER_NONE, PURGER_RUNNING, PURGER_FAILED };
 
 static _Atomic int state;
-static _Atomic uint32_t work_seq;       /* the futex word: bumped on new work */
+static _Atomic uint32_t work_seq;       /* a futex word: bumped on new work */
+static _Atomic uint32_t delay_seq;      /* one bumped when PURGE_DELAY_MS changes */
 
 static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
@@ -107,6 +108,25 @@ static bool alone_soon(void)
     return false;
 }
 
+/* Sleep for one purge delay.  A new PURGE_DELAY_MS cuts the sleep short
+ * (false: the caller starts again on the new delay), so an hour's delay
+ * set back to 100 ms does not wait out the hour. */
+static bool sleep_delay(long delay)
+{
+    uint32_t seq = atomic_load_explicit(&delay_seq, memory_order_acquire);
+    uint64_t end = shoal_os_now_ms() + (uint64_t)delay;
+    for (;;) {
+        uint64_t now = shoal_os_now_ms();
+        if (now >= end)
+            return true;
+        uint64_t left = end - now;
+        struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
+        futex(&delay_seq, FUTEX_WAIT_PRIVATE, seq, &ts);
+        if (atomic_load_explicit(&delay_seq, memory_order_acquire) != seq)
+            return false;
+    }
+}
+
 static void *purger_main(void *arg)
 {
     (void)arg;
@@ -128,11 +148,8 @@ static void *purger_main(void *arg)
             futex(&work_seq, FUTEX_WAIT_PRIVATE, seq, &second);
             continue;
         }
-        struct timespec ts = { delay / 1000, (delay % 1000) * 1000000L };
-        while (nanosleep(&ts, &ts) != 0) {
-        }
-        shoal_heap_reclaim_abandoned();
-        shoal_purge_now(false);
+        if (sleep_delay(delay))
+            shoal_purge_now(false);
     }
     return NULL;
 }
@@ -184,9 +201,24 @@ void shoal_purger_start(void)
     pthread_attr_destroy(&attr);
 }
 
+/* alloc_option_set changed PURGE_DELAY_MS: a purger asleep on the old
+ * delay wakes, one that was not wanted may now be. */
+static void delay_changed(long value)
+{
+    (void)value;
+    shoal_purge_delay_changed();
+    atomic_fetch_add_explicit(&delay_seq, 1, memory_order_release);
+    if (atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING)
+        futex(&delay_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+    wake();
+    shoal_purger_start();
+}
+
 void shoal_purger_init(void)
 {
     shoal_purge_set_waker(wake);
+    shoal_option_on_change(ALLOC_OPTION_PURGE_DELAY_MS, delay_changed);
+    shoal_purge_set_reclaimer(shoal_heap_reclaim_abandoned);
 }
 
 void shoal_purger_fork_child(void)

@@ -1,0 +1,39 @@
+/* commit.h - the committed-memory account, which MAX_MEMORY bounds.
+ *
+ * "Committed" is the memory shoal holds from the OS that may be resident:
+ * every pool slot whose dirty bit is set (in use, or free and waiting for
+ * the purger; superpage headers included) and every huge mapping, live or
+ * cached.  Address space that was never touched, or was purged, does not
+ * count: reserving it costs nothing.  So the figure goes down when memory
+ * is given back, and after frees and a purge the whole limit is available
+ * again to any size.
+ *
+ * The pool charges a slot when a claim finds it clean and uncharges it
+ * when a purge cleans it; the huge layer charges a mapping when it maps it
+ * and uncharges it when it unmaps it.  A charge that would pass
+ * MAX_MEMORY fails and leaves the account as it was: one atomic add, and
+ * one more to take it back, so concurrent charges never together pass the
+ * limit.
+ */
+#ifndef SHOAL_COMMIT_H
+#define SHOAL_COMMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The least MAX_MEMORY under which shoal can hand out its first small
+ * block: a superpage header and one page. */
+#define SHOAL_COMMIT_MIN ((size_t)128 << 10)
+
+/* Add `bytes` to the account; false (and nothing added) if that would
+ * pass MAX_MEMORY. */
+bool shoal_commit_charge(size_t bytes);
+
+/* Take `bytes` out of the account. */
+void shoal_commit_uncharge(size_t bytes);
+
+/* Bytes in the account now, and its peak. */
+size_t shoal_commit_charged(void);
+size_t shoal_commit_peak(void);
+
+#endif

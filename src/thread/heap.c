@@ -460,9 +460,10 @@ static shoal_page_t *pop_abandoned(unsigned cls)
 
 static void push_abandoned(shoal_page_t *pg)
 {
+    ck_stack_t *stack = &abandoned[pg->size_class];    /* read before the hand-off */
     atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
     shoal_tsan_release(pg);
-    ck_stack_push_mpmc(&abandoned[pg->size_class], &pg->abandoned_link);
+    ck_stack_push_mpmc(stack, &pg->abandoned_link);
 }
 
 /* Whether a collected page has no block out and can leave. */

@@ -137,7 +137,8 @@ def chart_calloc(rows, out):
 # The time figure of each multi-threaded / many-object workload.
 TIME_FIGURES = [("json_tree", "total_s"), ("larson", "op_ns"), ("prodcons", "item_ns"),
                 ("false_sharing", "thrash_s"), ("false_sharing", "scratch_s"),
-                ("thread_churn", "thread_us")]
+                ("thread_churn", "thread_us"), ("generations", "gen_ms"),
+                ("footprint", "step_ns")]
 
 
 def chart_relative(rows, out):
@@ -153,7 +154,7 @@ def chart_relative(rows, out):
                 rv[(label, a)] = v / rss["shoal"]
 
     for w, m in TIME_FIGURES:
-        for t in ([None] if w == "json_tree" else threads):
+        for t in ([None] if w in ("json_tree", "footprint") else threads):
             d = get(rows, w, m, t)
             if not d or "shoal" not in d:
                 continue
@@ -171,14 +172,15 @@ def chart_relative(rows, out):
             for a, v in d.items():
                 tv[(g, a)] = d["shoal"] / v
     add_rss("redis", None, "redis")
+    add_rss("footprint", None, "footprint")
     if not groups:
         return
     allocs = [a for a in allocs_in(rows) if a != "shoal+prefault"]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(10, len(groups) * 1.3), 9))
     grouped_bars(a1, groups, allocs, tv, "relative to shoal (log; lower is better)",
-                 "3-7, 9: time relative to shoal", log=True, ref=1.0)
+                 "3-7, 9-11: time relative to shoal", log=True, ref=1.0)
     grouped_bars(a2, rgroups, allocs, rv, "relative to shoal (lower is better)",
-                 "3-7, 9: peak RSS relative to shoal", ref=1.0)
+                 "3-7, 9-11: peak RSS relative to shoal", ref=1.0)
     save(fig, out, "workloads")
 
 
@@ -199,6 +201,29 @@ def chart_page_faults(rows, out):
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("8. page-fault-heavy load: shoal with prefault off / on, and the peers")
     save(fig, out, "page_faults")
+
+
+def chart_generations(rows, out):
+    """RSS over the run of workload 10, one line per allocator."""
+    marks = sorted({r["metric"] for r in rows
+                    if r["workload"] == "generations" and r["metric"].startswith("rss_mb.g")})
+    if not marks:
+        return
+    threads = sorted({r["threads"] for r in rows if r["workload"] == "generations"}, key=int)
+    fig, axes = plt.subplots(1, len(threads), figsize=(7 * len(threads), 4.5), squeeze=False)
+    xs = [int(m[len("rss_mb.g"):]) for m in marks]
+    for ax, t in zip(axes[0], threads):
+        for a in allocs_in(rows, "generations"):
+            ys = [get(rows, "generations", m, t).get(a) for m in marks]
+            if all(y is not None for y in ys):
+                ax.plot(xs, ys, marker="o", label=a, color=COLORS.get(a))
+        ax.set_xlabel("generations of %s threads so far" % t)
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("10. generations: RSS over the run (median of the runs)")
+    save(fig, out, "generations")
 
 
 def chart_redis(rows, out):
@@ -236,7 +261,8 @@ def main():
     rows = load(run_dir)
     out = os.path.join(run_dir, "charts")
     os.makedirs(out, exist_ok=True)
-    for fn in (chart_single_block, chart_calloc, chart_relative, chart_page_faults, chart_redis):
+    for fn in (chart_single_block, chart_calloc, chart_relative, chart_page_faults, chart_redis,
+               chart_generations):
         try:
             fn(rows, out)
         except Exception as e:  # noqa: BLE001 - one bad chart should not stop the rest

@@ -129,6 +129,61 @@ static void test_rss_stays_with_purge_off(void **state)
     alloc_collect(true);
 }
 
+/* Blocks that another thread frees come back to their page only when the
+ * page's owner collects them.  A page of a class its owner no longer
+ * allocates must still go back once other threads have freed all its
+ * blocks: the owner's idle sweep, on its slow paths at most once a
+ * PURGE_DELAY_MS, looks at every page it keeps. */
+enum { REMOTE_N = 1 << 20 };            /* 64 MiB of 64-byte blocks */
+static void *remote_blocks[REMOTE_N];
+
+static void *free_all_remote(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < REMOTE_N; i++) {
+        assert_int_equal(*(unsigned *)remote_blocks[i], (unsigned)i);
+        alloc_free(remote_blocks[i]);
+    }
+    return NULL;
+}
+
+static void test_remotely_emptied_pages_go_back(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 20), 0);
+    alloc_collect(true);
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    size_t base = st.active;
+    for (int i = 0; i < REMOTE_N; i++) {
+        assert_non_null(remote_blocks[i] = alloc_malloc(64));
+        *(unsigned *)remote_blocks[i] = (unsigned)i;
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, free_all_remote, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    /* Other work in another class, with slow paths, over many delays. */
+    enum { K = 2000 };
+    static void *other[K];
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < K; i++) {
+            assert_non_null(other[i] = alloc_malloc(3000));
+            memset(other[i], round, 64);
+        }
+        for (int i = 0; i < K; i++) {
+            assert_int_equal(((unsigned char *)other[i])[63], round);
+            alloc_free(other[i]);
+        }
+        usleep(5000);
+    }
+    assert_int_equal(alloc_stats_get(&st), 0);
+    size_t kept = st.active > base ? st.active - base : 0;
+    print_message("64-byte pages emptied by another thread: %zu KiB of %d MiB still held\n",
+                  kept >> 10, REMOTE_N * 64 >> 20);
+    assert_true(kept < ((size_t)REMOTE_N * 64) / 8);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+}
+
 /* A new PURGE_DELAY_MS reaches a purger that sleeps on the old one: set
  * to an hour while 64 MiB wait to be purged, then to 100 ms, the memory
  * goes back within a few passes - the test only polls, with no allocator
@@ -422,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_rss_returns_from_exited_threads),
         cmocka_unit_test(test_rss_stays_with_purge_off),
         cmocka_unit_test(test_prefault_saves_faults),
+        cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),

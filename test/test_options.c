@@ -462,6 +462,14 @@ static void test_environment(void **state)
     run_child(sig, 2, out, sizeof out, err, sizeof err);
     assert_int_equal(child_value(out, ALLOC_OPTION_STATS_SIGNAL), SIGRTMIN + 2);
 
+    /* A MAX_MEMORY too small for a first block is kept, and said, once. */
+    const char *small[] = { "SHOAL_MAX_MEMORY", "100k" };
+    run_child(small, 2, out, sizeof out, err, sizeof err);
+    assert_int_equal(child_value(out, ALLOC_OPTION_MAX_MEMORY), 100 << 10);
+    const char *said = strstr(err, "MAX_MEMORY 102400 is below");
+    if (said == NULL || strstr(said + 1, "MAX_MEMORY") != NULL)
+        fail_msg("not one warning for a limit below a first block: \"%s\"", err);
+
     /* Nothing set: the documented defaults. */
     run_child(NULL, 0, out, sizeof out, err, sizeof err);
     static const long documented[ALLOC_OPTION_COUNT_] = {

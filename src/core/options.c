@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include "commit.h"
 #include "message.h"
 #include "pool.h"
 
@@ -66,6 +67,16 @@ void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
         atomic_store_explicit(&on_change[o], fn, memory_order_release);
 }
 
+/* A MAX_MEMORY too small for a first block makes every allocation fail:
+ * say so, once. */
+static void warn_small_limit(long value)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set_explicit(&said, memory_order_relaxed))
+        shoal_warning("MAX_MEMORY %ld is below the %zu bytes shoal needs for its first "
+                      "block: every allocation will fail", value, SHOAL_COMMIT_MIN);
+}
+
 static int set_option(alloc_option_t o, long value)
 {
     if (!known(o) || value < options[o].min || value > options[o].max)
@@ -75,6 +86,8 @@ static int set_option(alloc_option_t o, long value)
     if (o == ALLOC_OPTION_CACHELINE_ALIGN && value != shoal_opt(o) && shoal_pool_count() != 0)
         return EBUSY;
     atomic_store_explicit(&shoal_option_values[o], value, memory_order_relaxed);
+    if (o == ALLOC_OPTION_MAX_MEMORY && value != 0 && (size_t)value < SHOAL_COMMIT_MIN)
+        warn_small_limit(value);
     void (*fn)(long) = atomic_load_explicit(&on_change[o], memory_order_acquire);
     if (fn != NULL)
         fn(value);

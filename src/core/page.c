@@ -157,6 +157,12 @@ void shoal_page_collect(shoal_page_t *pg)
             pg->local_free = NULL;
         }
     }
+    shoal_page_collect_remote(pg);
+}
+
+void shoal_page_collect_remote(shoal_page_t *pg)
+{
+    uint32_t n;
     uintptr_t r = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
     if ((r & ~SHOAL_REMOTE_FULL) == 0)
         return;

@@ -193,6 +193,9 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
 /* Move local_free and remote_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);
 
+/* Only remote_free (owner only): what `used` needs to be exact. */
+void shoal_page_collect_remote(shoal_page_t *pg);
+
 /* Push a block freed by a thread that does not own the page.  Returns
  * true if the page was on its owner's full list and the caller must
  * notify the owner (see heap.c). */

@@ -370,14 +370,25 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
     shoal_heap_t *h = shoal_tl_heap;
     unsigned order = shoal_large_order(n > align ? n : align);
     shoal_span_t s;
-    unsigned i = 0;
-    while (i < h->large_cached && h->large_cache[i].order != order)
-        i++;
-    if (i < h->large_cached) {
-        s = h->large_cache[i];
-        h->large_cache[i] = h->large_cache[--h->large_cached];
-        h->large_cached_slots -= 1u << order;
+    /* The smallest cached block that holds it: a block grown by realloc
+     * and freed serves the next, smaller start of the same cycle from
+     * the same slots, rather than the cache filling with big blocks and
+     * every cycle touching new memory. */
+    unsigned best = h->large_cached;
+    for (unsigned i = 0; i < h->large_cached; i++)
+        if (h->large_cache[i].order >= order &&
+            (best == h->large_cached || h->large_cache[i].order < h->large_cache[best].order))
+            best = i;
+    if (best < h->large_cached) {
+        s = h->large_cache[best];
+        h->large_cache[best] = h->large_cache[--h->large_cached];
+        h->large_cached_slots -= 1u << s.order;
         h->large_cache_used = true;
+        if (s.order > order) {          /* the tail goes back, resident */
+            shoal_pool_release(s.sp, s.slot + (1u << order), (1u << s.order) - (1u << order));
+            shoal_purge_note_free();
+            s.order = order;
+        }
     } else if (!shoal_pool_claim(order, &s)) {
         return NULL;
     } else {
@@ -564,10 +575,11 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
 }
 
 /* What a heap keeps without using it goes back to the pool on a clock of
- * PURGE_DELAY_MS, so that the purger can return it to the OS: an empty
- * page at the head of its queue (kept for the next malloc of its class)
- * that was empty at two sweeps in a row, and the page and large-block
- * caches when they were not taken from since the last sweep.  A sweep
+ * PURGE_DELAY_MS, so that the purger can return it to the OS: a page of
+ * a queue whose blocks have all come back (an empty page at the head of
+ * its queue, kept for the next malloc of its class, only once it was
+ * empty at two sweeps in a row), and the page and large-block caches when
+ * they were not taken from since the last sweep.  A sweep
  * runs at most once a delay (every 256 slow paths with a delay of 0 or
  * -1), so memory in use again soon is not given back and claimed again;
  * releasing it sooner would only move resident memory from one slot to
@@ -586,14 +598,20 @@ static void sweep_idle(shoal_heap_t *h)
         drain_page_cache(h);
     h->large_cache_used = h->page_cache_used = false;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        shoal_page_t *pg = h->pages[c];
-        if (pg == &shoal_empty_page)
-            continue;
-        if (!page_unused(pg)) {
-            pg->idle_sweeps = 0;
-        } else if (++pg->idle_sweeps >= 2) {
-            queue_remove(h, pg);
-            release_page(h, pg, false);
+        shoal_page_t *head = h->pages[c], *next;
+        for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
+            next = pg->next != NULL ? pg->next : &shoal_empty_page;
+            /* Remote frees lower `used` only when they are collected, and
+             * nothing else collects a page of a class this heap no longer
+             * allocates: without this, one that other threads emptied
+             * would be kept for the life of the thread. */
+            shoal_page_collect_remote(pg);
+            if (!page_unused(pg)) {
+                pg->idle_sweeps = 0;
+            } else if (pg != head || ++pg->idle_sweeps >= 2) {
+                queue_remove(h, pg);
+                release_page(h, pg, false);
+            }
         }
     }
 }

@@ -10,7 +10,7 @@
 static _Atomic uint64_t next_pass_ms;
 static _Atomic bool pending;
 static void (*_Atomic waker)(void);
-static void (*_Atomic reclaimer)(void);
+static size_t (*_Atomic reclaimer)(bool force);
 static _Atomic bool background;         /* a purger thread runs the passes */
 
 void shoal_purge_set_background(bool running)
@@ -23,7 +23,7 @@ void shoal_purge_set_waker(void (*wake)(void))
     atomic_store_explicit(&waker, wake, memory_order_release);
 }
 
-void shoal_purge_set_reclaimer(void (*reclaim)(void))
+void shoal_purge_set_reclaimer(size_t (*reclaim)(bool force))
 {
     atomic_store_explicit(&reclaimer, reclaim, memory_order_release);
 }
@@ -52,10 +52,8 @@ size_t shoal_purge_now(bool force)
     /* Clear first: memory freed while the pass runs sets it again, so no
      * work is forgotten; what the pass leaves for later sets it too. */
     atomic_store_explicit(&pending, false, memory_order_relaxed);
-    void (*reclaim)(void) = atomic_load_explicit(&reclaimer, memory_order_acquire);
-    if (reclaim != NULL)
-        reclaim();
-    size_t waiting = 0;
+    size_t (*reclaim)(bool) = atomic_load_explicit(&reclaimer, memory_order_acquire);
+    size_t waiting = reclaim != NULL ? reclaim(force) : 0;
     size_t bytes = shoal_pool_purge(force, &waiting) + shoal_huge_purge(force, &waiting);
     if (waiting != 0)
         mark_pending();

@@ -35,11 +35,12 @@ void shoal_purge_delay_changed(void);
 bool shoal_purge_pending(void);
 
 /* The thread layer's wake-up for its purger (called when work appears),
- * its reclaimer (called at the start of every pass, to give back the
- * pages of exited threads whose blocks have all been freed), and whether
- * that purger is running (then frees need not run passes). */
+ * its reclaimer (called at the start of every pass to give back what
+ * exited threads left, with the pass's `force`; it returns how many
+ * things a later pass must come back for), and whether that purger is
+ * running (then frees need not run passes). */
 void shoal_purge_set_waker(void (*wake)(void));
-void shoal_purge_set_reclaimer(void (*reclaim)(void));
+void shoal_purge_set_reclaimer(size_t (*reclaim)(bool force));
 void shoal_purge_set_background(bool running);
 
 #endif

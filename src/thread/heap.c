@@ -510,31 +510,6 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
     return n;
 }
 
-void shoal_heap_reclaim_abandoned(void)
-{
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        shoal_page_t *keep = NULL, *pg;
-        while ((pg = pop_abandoned(c)) != NULL) {
-            shoal_page_collect(pg);
-            if (page_unused(pg)) {
-                /* No shoal_purge_note_free: this runs at the start of a
-                 * pass, which sees the slots and comes back for them. */
-                atomic_fetch_sub_explicit(&orphan_pages[c], 1, memory_order_relaxed);
-                unmake_page(pg);
-                release_span(pg);
-            } else {
-                pg->next = keep;
-                keep = pg;
-            }
-        }
-        while ((pg = keep) != NULL) {
-            keep = pg->next;
-            pg->next = NULL;
-            push_abandoned(pg);
-        }
-    }
-}
-
 /* ---- finding a page --------------------------------------------------- */
 
 static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
@@ -744,12 +719,18 @@ static void heap_abandon(shoal_heap_t *h)
     drain_cache(h);
 }
 
-/* The heap's thread is done with it: its pages go (heap_abandon) and
- * the struct waits for the next thread. */
+/* The heap's thread is done with it.  The heap is parked whole, pages,
+ * caches and all, on the stack of free heaps: the next thread that
+ * starts takes it over warm (a pool of worker threads that come and go
+ * reuses the same pages, formatted for the same classes, and touches no
+ * new memory), and remote frees into its pages go on as before, to a
+ * heap that is owned again as soon as someone pops it.  A heap parked
+ * for a purge delay is emptied by the purge pass (retire_parked). */
 static void heap_give_up(shoal_heap_t *h)
 {
     shoal_tl_heap = &shoal_empty_heap;
-    heap_abandon(h);
+    drain_cache(h);             /* what is not a page is anyone's to reuse */
+    h->parked_ms = shoal_os_now_ms();
     atomic_store_explicit(&h->live, 0, memory_order_relaxed);
     atomic_fetch_sub_explicit(&heaps_live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&heaps_exited, 1, memory_order_relaxed);
@@ -770,6 +751,88 @@ void shoal_heap_end_call(void)
 {
     if (shoal_unlikely(tl_exited) && shoal_tl_heap != &shoal_empty_heap)
         heap_give_up(shoal_tl_heap);
+}
+
+/* Give away what parked heaps hold once they have been parked for a
+ * purge delay (all of them with `force`): popping one makes us its only
+ * holder, as a thread that takes it over would be. */
+static bool heap_holds_memory(const shoal_heap_t *h)
+{
+    if (h->full != NULL || h->cached != 0 || h->large_cached != 0)
+        return true;
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
+        if (h->pages[c] != &shoal_empty_page)
+            return true;
+    return false;
+}
+
+/* Returns how many parked heaps still hold memory (a later pass will
+ * retire them). */
+static size_t retire_parked(bool force)
+{
+    long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+    uint64_t now = shoal_os_now_ms();
+    shoal_heap_t *keep = NULL, *h;
+    ck_stack_entry_t *e;
+    size_t waiting = 0;
+    while ((e = ck_stack_pop_mpmc(&free_heaps)) != NULL) {
+        h = container_of(e, shoal_heap_t, free_link);
+        shoal_tsan_acquire(h);
+        if (heap_holds_memory(h)) {
+            if (force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay))
+                heap_abandon(h);
+            else
+                waiting++;
+        }
+        h->next_parked = keep;
+        keep = h;
+    }
+    /* Back in the order they were parked in: the most recent on top. */
+    while ((h = keep) != NULL) {
+        keep = h->next_parked;
+        shoal_tsan_release(h);
+        ck_stack_push_mpmc(&free_heaps, &h->free_link);
+    }
+    return waiting;
+}
+
+static void reclaim_abandoned(void)
+{
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        shoal_page_t *keep = NULL, *pg;
+        while ((pg = pop_abandoned(c)) != NULL) {
+            shoal_page_collect(pg);
+            if (page_unused(pg)) {
+                /* No shoal_purge_note_free: this runs at the start of a
+                 * pass, which sees the slots and comes back for them. */
+                atomic_fetch_sub_explicit(&orphan_pages[c], 1, memory_order_relaxed);
+                unmake_page(pg);
+                release_span(pg);
+            } else {
+                pg->next = keep;
+                keep = pg;
+            }
+        }
+        while ((pg = keep) != NULL) {
+            keep = pg->next;
+            pg->next = NULL;
+            push_abandoned(pg);
+        }
+    }
+}
+
+
+size_t shoal_heap_reclaim(bool force)
+{
+    /* One at a time, and never from inside itself: giving pages back
+     * can run a purge pass on this very thread (PURGE_DELAY_MS=0). */
+    static atomic_flag busy = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
+        return 1;               /* someone else's; a later pass looks again */
+    size_t waiting = retire_parked(force);
+    reclaim_abandoned();
+    atomic_flag_clear_explicit(&busy, memory_order_release);
+    return waiting;
 }
 
 /* In a fork child, heaps made in the parent do not count: the child has

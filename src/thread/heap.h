@@ -51,9 +51,11 @@ typedef struct shoal_heap_s {
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
+    uint64_t parked_ms;                         /* when its thread gave it up */
     shoal_heap_counters_t stats;
     struct shoal_heap_s *next_all;              /* every heap ever made */
-    ck_stack_entry_t free_link;                 /* on the stack of unused heaps */
+    ck_stack_entry_t free_link;                 /* on the stack of parked heaps */
+    struct shoal_heap_s *next_parked;           /* a purge pass's list of them */
     _Atomic int live;                           /* owned by a thread now */
 } shoal_heap_t;
 
@@ -89,8 +91,8 @@ void shoal_heap_end_call(void);
 void shoal_heap_drain_caches(void);
 
 /* Return the calling thread's empty pages and cached slots to the pool.
- * (Pages of exited threads whose blocks have all been freed go back at
- * the start of every purge pass: shoal_heap_reclaim_abandoned.) */
+ * (What exited threads left goes back at the start of every purge pass:
+ * shoal_heap_reclaim.) */
 void shoal_heap_collect(void);
 
 /* Read the options and register the thread-exit and fork handlers, once;
@@ -118,10 +120,12 @@ void shoal_heap_fork_prepare(void);
 void shoal_heap_fork_parent(void);
 void shoal_heap_fork_child(void);
 
-/* Give back to the pool the pages of exited threads whose blocks have all
- * been freed since: the purge clock calls it at the start of every pass
- * (no heap needed). */
-void shoal_heap_reclaim_abandoned(void);
+/* The purge clock calls this at the start of every pass (no heap
+ * needed): heaps parked by exited threads for a purge delay (all of them
+ * with `force`) give their pages up, and pages of exited threads whose
+ * blocks have all been freed go back to the pool.  Returns how many
+ * parked heaps a later pass must come back for. */
+size_t shoal_heap_reclaim(bool force);
 
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {

@@ -218,7 +218,7 @@ void shoal_purger_init(void)
 {
     shoal_purge_set_waker(wake);
     shoal_option_on_change(ALLOC_OPTION_PURGE_DELAY_MS, delay_changed);
-    shoal_purge_set_reclaimer(shoal_heap_reclaim_abandoned);
+    shoal_purge_set_reclaimer(shoal_heap_reclaim);
 }
 
 void shoal_purger_fork_child(void)

@@ -310,6 +310,13 @@ void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count)
     atomic_fetch_sub_explicit(&slots_claimed, count, memory_order_relaxed);
 }
 
+void shoal_pool_release_idle(shoal_superpage_t *sp, unsigned slot, unsigned count)
+{
+    /* Marked as seen free at the last pass: the next one purges them. */
+    atomic_fetch_or_explicit(&sp->purge_mark, slots_mask(slot, count), memory_order_relaxed);
+    shoal_pool_release(sp, slot, count);
+}
+
 bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
                      unsigned new_order)
 {
@@ -351,9 +358,13 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
         const uint64_t upper = ~(uint64_t)0 << (SHOAL_SP_SLOTS / 2);
         cand = (occ & upper) == 0 && (cand & upper) != 0 ? upper : 0;
     }
-    uint64_t ready = force ? cand : cand & sp->purge_mark;
-    sp->purge_mark = cand & ~ready;
-    *waiting += (size_t)__builtin_popcountll(sp->purge_mark);
+    /* Relaxed: the mark is a hint about age, not a hand-off; a
+     * shoal_pool_release_idle that lands between the load and the store
+     * only waits one more pass. */
+    uint64_t ready = force ? cand : cand & atomic_load_explicit(&sp->purge_mark,
+                                                                memory_order_relaxed);
+    atomic_store_explicit(&sp->purge_mark, cand & ~ready, memory_order_relaxed);
+    *waiting += (size_t)__builtin_popcountll(cand & ~ready);
     uint64_t got = ready ? claim_free_bits(sp, ready) : 0;
     if (got == 0)
         return 0;

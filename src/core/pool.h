@@ -24,7 +24,7 @@
 typedef struct shoal_superpage_s {
     _Atomic uint64_t occupied;          /* bit i: slot i claimed */
     _Atomic uint64_t dirty;             /* bit i: slot i may be resident */
-    uint64_t purge_mark;                /* purger only: free dirty slots seen last pass */
+    _Atomic uint64_t purge_mark;        /* free dirty slots seen last pass */
     uint32_t index;                     /* position in the registry */
     shoal_page_t pages[SHOAL_SP_SLOTS] __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_superpage_t;
@@ -55,6 +55,10 @@ unsigned shoal_pool_claim_slots(unsigned max, shoal_span_t *out);
 /* Release `count` slots from `slot` on (any run inside one claim: a
  * block, or the tail of one being shrunk). */
 void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count);
+
+/* The same for slots nobody has used for a purge delay already (the pages
+ * of a heap parked that long): the next purge pass gives them back. */
+void shoal_pool_release_idle(shoal_superpage_t *sp, unsigned slot, unsigned count);
 
 /* Grow the block of 2^order slots at `slot` to 2^new_order slots in
  * place: possible when slot is aligned for the new order and the slots

@@ -296,22 +296,28 @@ static void release_span(shoal_page_t *pg)
     shoal_pool_release(sp, (unsigned)(pg - sp->pages), 1u << pg->order);
 }
 
-static void release_to_pool(shoal_page_t *pg)
-{
-    release_span(pg);
-    shoal_purge_note_free();
-}
+/* Where a page that stops being one goes. */
+enum release_to {
+    TO_CACHE,           /* the heap's page cache if it has room, else the pool */
+    TO_POOL,
+    TO_POOL_IDLE,       /* the pool, unused for a purge delay already */
+};
 
-static void release_page(shoal_heap_t *h, shoal_page_t *pg, bool keep_in_cache)
+static void release_page(shoal_heap_t *h, shoal_page_t *pg, enum release_to to)
 {
     shoal_count(&h->stats.pages[pg->size_class], (uint64_t)-1);
     unmake_page(pg);
-    if (pg->order == 0 && keep_in_cache && h->cached < SHOAL_PAGE_CACHE) {
-        shoal_superpage_t *sp = shoal_superpage_of(pg);
-        h->cache[h->cached++] = (shoal_span_t){ sp, (unsigned)(pg - sp->pages), 0, false };
+    shoal_superpage_t *sp = shoal_superpage_of(pg);
+    unsigned slot = (unsigned)(pg - sp->pages);
+    if (pg->order == 0 && to == TO_CACHE && h->cached < SHOAL_PAGE_CACHE) {
+        h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
         return;
     }
-    release_to_pool(pg);
+    if (to == TO_POOL_IDLE)
+        shoal_pool_release_idle(sp, slot, 1u << pg->order);
+    else
+        release_span(pg);
+    shoal_purge_note_free();
 }
 
 static void drain_large_cache(shoal_heap_t *h)
@@ -443,7 +449,7 @@ static void retire(shoal_heap_t *h, shoal_page_t *pg)
     if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
         return;
     queue_remove(h, pg);
-    release_page(h, pg, true);
+    release_page(h, pg, TO_CACHE);
 }
 
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
@@ -495,7 +501,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
         atomic_store_explicit(&pg->heap, h, memory_order_seq_cst);
         shoal_page_collect(pg);
         if (page_unused(pg)) {
-            release_page(h, pg, true);
+            release_page(h, pg, TO_CACHE);
             continue;
         }
         n++;
@@ -585,7 +591,7 @@ static void sweep_idle(shoal_heap_t *h)
                 pg->idle_sweeps = 0;
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
                 queue_remove(h, pg);
-                release_page(h, pg, false);
+                release_page(h, pg, TO_POOL);
             }
         }
     }
@@ -674,8 +680,10 @@ static shoal_heap_t *heap_acquire(void)
     return h;
 }
 
-/* Give away everything h holds: empty pages to the pool, pages with live
- * blocks to the abandoned stack (see the protocol at the top). */
+/* Give away everything a parked heap holds: empty pages to the pool (as
+ * unused for a purge delay: the heap has been parked that long, or the
+ * pass is forced), pages with live blocks to the abandoned stacks (see
+ * the protocol at the top). */
 static void heap_abandon(shoal_heap_t *h)
 {
     shoal_page_t *keep = NULL;
@@ -686,7 +694,7 @@ static void heap_abandon(shoal_heap_t *h)
             queue_remove(h, pg);
             shoal_page_collect(pg);
             if (page_unused(pg)) {
-                release_page(h, pg, false);
+                release_page(h, pg, TO_POOL_IDLE);
             } else {
                 pg->next = keep;
                 keep = pg;
@@ -857,7 +865,7 @@ void shoal_heap_collect(void)
             shoal_page_collect(pg);
             if (page_unused(pg)) {
                 queue_remove(h, pg);
-                release_page(h, pg, false);
+                release_page(h, pg, TO_POOL);
             }
             pg = next;
         }

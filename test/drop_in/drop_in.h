@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,6 +127,22 @@ static inline const char *block_check(const void *q)
     return NULL;
 }
 
+
+/* Damaged blocks seen so far by check_free, in every thread. */
+static _Atomic long drop_in_errors;
+
+/* Check a block, then free it.  A damaged one is reported and counted,
+ * and left alone: freeing it may hide the damage. */
+static inline void check_free(void *p, const char *who)
+{
+    const char *why = block_check(p);
+    if (why != NULL) {
+        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
+        atomic_fetch_add(&drop_in_errors, 1);
+        return;
+    }
+    alloc_free(p);
+}
 
 __attribute__((format(printf, 1, 2), noreturn))
 static inline void die(const char *fmt, ...)

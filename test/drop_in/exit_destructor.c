@@ -48,18 +48,7 @@ static pthread_key_t key;
 static __thread unsigned my_slot;       /* this thread's slot in last_block */
 static __thread unsigned my_rounds;
 static void *last_block[DEFAULT_THREADS * 4];
-static _Atomic long errors, rounds;
-
-static void check_free(void *p, const char *who)
-{
-    const char *why = block_check(p);
-    if (why != NULL) {
-        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
-        atomic_fetch_add(&errors, 1);
-        return;
-    }
-    alloc_free(p);
-}
+static _Atomic long rounds;
 
 /* Set a new block as the key's value, and as the thread's slot. */
 static void arm(uint32_t seed)
@@ -67,7 +56,7 @@ static void arm(uint32_t seed)
     void *p = block_make(BLOCK_SIZE, seed);
     if (p == NULL) {
         fprintf(stderr, "FAIL: out of memory in a destructor\n");
-        atomic_fetch_add(&errors, 1);
+        atomic_fetch_add(&drop_in_errors, 1);
         return;
     }
     last_block[my_slot] = p;
@@ -125,7 +114,7 @@ int main(int argc, char **argv)
             rss_base = rss_bytes();
             committed_base = committed();
         }
-        if (atomic_load(&errors) != 0)
+        if (atomic_load(&drop_in_errors) != 0)
             die("damaged blocks after %lu threads", i + 1);
     }
     size_t rss_end = rss_bytes(), committed_end = committed();

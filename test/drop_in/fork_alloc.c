@@ -49,19 +49,7 @@
 
 static _Atomic(uintptr_t) slots[SLOTS];
 static _Atomic bool stop;
-static _Atomic long errors;
 static _Atomic unsigned long worker_ops, spawned;
-
-static void check_free(void *p, const char *who)
-{
-    const char *why = block_check(p);
-    if (why != NULL) {
-        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
-        atomic_fetch_add(&errors, 1);
-        return;                 /* leave it: freeing may hide the damage */
-    }
-    alloc_free(p);
-}
 
 /* ---- parent side ------------------------------------------------------ */
 
@@ -298,7 +286,7 @@ int main(int argc, char **argv)
     if (pthread_create(&w[WORKERS], NULL, spawner, NULL) != 0)
         die("pthread_create failed");
 
-    for (unsigned iter = 0; iter < FORKS && atomic_load(&errors) == 0; iter++) {
+    for (unsigned iter = 0; iter < FORKS && atomic_load(&drop_in_errors) == 0; iter++) {
         if (!from_thread) {
             fork_once(iter, NULL, false);
             continue;
@@ -321,8 +309,8 @@ int main(int argc, char **argv)
         if (p != 0)
             check_free((void *)p, "main thread at the end");
     }
-    if (atomic_load(&errors) != 0)
-        die("%ld damaged blocks in the parent", atomic_load(&errors));
+    if (atomic_load(&drop_in_errors) != 0)
+        die("%ld damaged blocks in the parent", atomic_load(&drop_in_errors));
     if (atomic_load(&worker_ops) == 0 || atomic_load(&spawned) == 0)
         die("the workers made no progress");
     printf("fork_alloc %s: %u forks, %lu worker rounds, %lu short-lived threads: ok\n",

@@ -46,18 +46,6 @@
 
 static void *left[THREADS][BLOCKS / KEEP];
 static unsigned n_left[THREADS];
-static _Atomic long errors;
-
-static void check_free(void *p, const char *who)
-{
-    const char *why = block_check(p);
-    if (why != NULL) {
-        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
-        atomic_fetch_add(&errors, 1);
-        return;
-    }
-    alloc_free(p);
-}
 
 static void *generation(void *arg)
 {
@@ -71,7 +59,7 @@ static void *generation(void *arg)
         void *p = block_make(n, rnd(&s));
         if (p == NULL) {
             fprintf(stderr, "FAIL: out of memory in a thread\n");
-            atomic_fetch_add(&errors, 1);
+            atomic_fetch_add(&drop_in_errors, 1);
             break;
         }
         if (i % KEEP == 0)
@@ -127,14 +115,14 @@ int main(int argc, char **argv)
             rss_early = rss_peak;
             committed_early = committed_peak;
         }
-        if (atomic_load(&errors) != 0)
+        if (atomic_load(&drop_in_errors) != 0)
             die("damaged blocks in generation %u", g);
     }
     for (unsigned slot = 0; slot < THREADS; slot++)
         for (unsigned i = 0; i < n_left[slot]; i++)
             check_free(left[slot][i], "main thread (block of the last generation)");
-    if (atomic_load(&errors) != 0)
-        die("%ld damaged blocks", atomic_load(&errors));
+    if (atomic_load(&drop_in_errors) != 0)
+        die("%ld damaged blocks", atomic_load(&drop_in_errors));
 
     /* The last frees went into pages of exited threads: the purger takes
      * those back at its next pass.  Poll, calling nothing that allocates. */

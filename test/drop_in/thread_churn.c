@@ -47,18 +47,6 @@
 #define ALLOCS 24
 
 static _Atomic(uintptr_t) handoff[HANDOFF];
-static _Atomic long errors;
-
-static void check_free(void *p, const char *who)
-{
-    const char *why = block_check(p);
-    if (why != NULL) {
-        fprintf(stderr, "FAIL: %s: block %p: %s\n", who, p, why);
-        atomic_fetch_add(&errors, 1);
-        return;
-    }
-    alloc_free(p);
-}
 
 static void *churn(void *arg)
 {
@@ -70,7 +58,7 @@ static void *churn(void *arg)
         b[i] = block_make(pick_size(&s, 512 * ALLOCS), rnd(&s));
         if (b[i] == NULL) {
             fprintf(stderr, "FAIL: out of memory in a thread\n");
-            atomic_fetch_add(&errors, 1);
+            atomic_fetch_add(&drop_in_errors, 1);
             n = i;
             break;
         }
@@ -124,7 +112,7 @@ int main(int argc, char **argv)
             if (st.active > active_max)
                 active_max = st.active;
         }
-        if (atomic_load_explicit(&errors, memory_order_relaxed) != 0)
+        if (atomic_load_explicit(&drop_in_errors, memory_order_relaxed) != 0)
             die("damaged blocks after %lu threads", started);
     }
     size_t rss_end = rss_bytes();
@@ -143,8 +131,8 @@ int main(int argc, char **argv)
         if (p != 0)
             check_free((void *)p, "main thread (block of an exited thread)");
     }
-    if (atomic_load(&errors) != 0)
-        die("%ld damaged blocks", atomic_load(&errors));
+    if (atomic_load(&drop_in_errors) != 0)
+        die("%ld damaged blocks", atomic_load(&drop_in_errors));
     alloc_collect(true);
     if (alloc_stats_get(&st) != 0)
         die("alloc_stats_get failed");

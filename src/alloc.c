@@ -150,11 +150,38 @@ static __attribute__((noinline, cold)) void bad_block(const shoal_page_t *pg,
 {
     uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
     const char *what = "pointer inside a block, not at its start (interior or misaligned)";
+    /* Every call that gets here frees the block, but usable_size: of a
+     * freed block that is a use after free, not a second free. */
+    bool frees = strcmp(fn, "usable_size") != 0;
     if (off % pg->block_size == 0)
         what = off / pg->block_size >= atomic_load_explicit(&pg->capacity, memory_order_relaxed)
                    ? "pointer to a block that was never allocated"
-                   : "double free (the block is already free)";
+               : frees ? "double free (the block is already free)"
+                       : "pointer to a block that is already free (used after free)";
     shoal_fault(fn, b, what);
+}
+
+/* What a pointer into a pool superpage is when it is neither in a page
+ * nor the start of a large block: inside a large block (its head may be
+ * a few slots before p's), or in slots nobody holds. */
+static __attribute__((noinline, cold)) void bad_pool_pointer(const void *p, const char *fn)
+{
+    shoal_superpage_t *sp = shoal_superpage_of(p);
+    unsigned slot = (unsigned)(((uintptr_t)p - (uintptr_t)sp) >> SHOAL_SLOT_SHIFT);
+    const char *what = slot == 0 ? "pointer to memory that is not allocated (shoal's own "
+                                   "metadata)"
+                                 : "pointer to memory that is not allocated: freed "
+                                   "already (a double free) or never handed out";
+    /* A large block of order k starts at a multiple of 2^k slots. */
+    for (unsigned k = 0; slot != 0 && k <= SHOAL_MAX_ORDER; k++) {
+        const shoal_page_t *head = &sp->pages[slot & ~((1u << k) - 1)];
+        if (head->kind == SHOAL_SLOT_LARGE && head->order >= k &&
+            (unsigned)(head - sp->pages) + (1u << head->order) > slot) {
+            what = "pointer inside a large block, not its start";
+            break;
+        }
+    }
+    shoal_fault(fn, p, what);
 }
 
 /* The owner's free emptied a page, or freed into a full one. */
@@ -212,9 +239,7 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
             shoal_purger_start();
             return;
         }
-        shoal_fault("free", p, pg->kind == SHOAL_SLOT_LARGE
-                                   ? "pointer inside a large block, not its start"
-                                   : "pointer to memory that is not allocated (double free?)");
+        bad_pool_pointer(p, "free");
         return;
     }
     if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
@@ -262,6 +287,8 @@ static size_t usable_or_fault(const void *p, const char *fn)
         }
         if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg))
             return shoal_large_usable(pg);
+        bad_pool_pointer(p, fn);
+        return 0;
     } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
         shoal_huge_t *h = shoal_huge_of(p, k);
         if (h != NULL)

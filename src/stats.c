@@ -153,7 +153,11 @@ void shoal_stats_tick(void)
 
 void shoal_stats_fork_child(void)
 {
+    /* A thread that was sampling or writing a report when another forked
+     * does not exist here: its flags would hold every report of the
+     * child (its exit report included) for ever. */
     atomic_flag_clear_explicit(&sampling, memory_order_relaxed);
+    atomic_flag_clear_explicit(&dumping, memory_order_relaxed);
 }
 
 static size_t peak_of(_Atomic size_t *peak)

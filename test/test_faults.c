@@ -156,6 +156,19 @@ static void free_inside_large(void)
     alloc_free(expected_addr = p + 4096);
 }
 
+static void free_inside_large_later_slot(void)
+{
+    char *p = alloc_malloc(300000);             /* 5 slots: an order-3 block */
+    alloc_free(expected_addr = p + 200000);     /* in its fourth slot */
+}
+
+static void usable_size_freed(void)
+{
+    char *p = expected_addr = alloc_malloc(100);
+    alloc_free(p);
+    alloc_usable_size(p);
+}
+
 static void free_never_allocated(void)
 {
     char *p = alloc_malloc(64);
@@ -277,6 +290,8 @@ CASE(free_misaligned, "inside a block", "(free,")
 CASE(free_interior_medium_later_slot, "inside a block", "(free,")
 CASE(free_superpage_header, "not allocated", "(free,")
 CASE(free_inside_large, "inside a large block", "(free,")
+CASE(free_inside_large_later_slot, "inside a large block", "(free,")
+CASE(usable_size_freed, "already free (used after free)", "(usable_size,")
 CASE(free_never_allocated, "never allocated", "(free,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
@@ -319,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_free_interior_medium_later_slot),
         cmocka_unit_test(test_free_superpage_header),
         cmocka_unit_test(test_free_inside_large),
+        cmocka_unit_test(test_free_inside_large_later_slot),
+        cmocka_unit_test(test_usable_size_freed),
         cmocka_unit_test(test_free_never_allocated),
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),

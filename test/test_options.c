@@ -248,6 +248,19 @@ static void test_parse_signals(void **state)
     bad(s, "SIG");
     bad(s, "USR3");
     bad(s, "");
+    /* Faults, abort's and the uncatchable: by number as by name.  A
+     * handler that returns from SIGSEGV makes the fault repeat for ever. */
+    static const int refused[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS,
+                                   SIGABRT, SIGKILL, SIGSTOP };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", refused[i]);
+        bad(s, num);
+        assert_int_equal(alloc_option_set(s, refused[i]), EINVAL);
+        assert_int_equal(alloc_option_get(s), 0);
+    }
+    bad(s, "SEGV");
+    bad(s, "SIGKILL");
 }
 
 static void test_parse_bad_arguments(void **state)
@@ -461,6 +474,14 @@ static void test_environment(void **state)
     const char *sig[] = { "SHOAL_STATS_SIGNAL", "RTMIN+2" };
     run_child(sig, 2, out, sizeof out, err, sizeof err);
     assert_int_equal(child_value(out, ALLOC_OPTION_STATS_SIGNAL), SIGRTMIN + 2);
+
+    /* A fault signal by number: refused, with one warning that says why. */
+    const char *fault[] = { "SHOAL_STATS_SIGNAL", "11" };
+    run_child(fault, 2, out, sizeof out, err, sizeof err);
+    assert_int_equal(child_value(out, ALLOC_OPTION_STATS_SIGNAL), 0);
+    const char *why = strstr(err, "SHOAL_STATS_SIGNAL=11: signal 11 is a fault");
+    if (why == NULL || strstr(why + 1, "SHOAL_STATS_SIGNAL") != NULL)
+        fail_msg("not one warning for STATS_SIGNAL=11: \"%s\"", err);
 
     /* A MAX_MEMORY too small for a first block is kept, and said, once. */
     const char *small[] = { "SHOAL_MAX_MEMORY", "100k" };

@@ -77,9 +77,25 @@ static void warn_small_limit(long value)
                       "block: every allocation will fail", value, SHOAL_COMMIT_MIN);
 }
 
+/* Signals a statistics dump must never be tied to: the synchronous
+ * faults (a handler that returns makes the fault happen again, for ever),
+ * abort's, and the two that no handler can catch. */
+static bool signal_refused(long sig)
+{
+    switch (sig) {
+    case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP: case SIGSYS:
+    case SIGABRT: case SIGKILL: case SIGSTOP:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static int set_option(alloc_option_t o, long value)
 {
     if (!known(o) || value < options[o].min || value > options[o].max)
+        return EINVAL;
+    if (o == ALLOC_OPTION_STATS_SIGNAL && signal_refused(value))
         return EINVAL;
     /* Blocks already handed out keep their alignment: this one can only
      * be chosen before the first allocation. */
@@ -208,6 +224,8 @@ int shoal_option_parse(alloc_option_t o, const char *text, long *out)
     }
     if (rc != 0 || v < d->min || v > d->max)
         return EINVAL;
+    if (d->kind == V_SIGNAL && signal_refused(v))
+        return EINVAL;
     *out = v;
     return 0;
 }
@@ -223,6 +241,10 @@ static void read_environment(void)
             continue;
         if (shoal_option_parse((alloc_option_t)o, text, &v) == 0)
             set_option((alloc_option_t)o, v);
+        else if (options[o].kind == V_SIGNAL && parse_signal(text, &v) == 0 && signal_refused(v))
+            shoal_warning("%s=%s: signal %ld is a fault, abort's, KILL or STOP, which cannot "
+                          "carry statistics dumps; keeping %ld", var, text, v,
+                          shoal_opt((alloc_option_t)o));
         else
             shoal_warning("%s=%s is not a valid value; keeping %ld",
                           var, text, shoal_opt((alloc_option_t)o));

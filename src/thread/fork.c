@@ -11,30 +11,49 @@
  * still be freed there (as remote frees).
  */
 #include <pthread.h>
+#include <sys/single_threaded.h>
 #include "heap.h"
 #include "../core/huge.h"
 #include "../core/pool.h"
 #include "../stats.h"
 
+/* Whether prepare took the locks.  A single-threaded process takes none:
+ * no other thread can hold one, and the one thread may be in a signal
+ * handler that interrupted it while it held one (fork is
+ * async-signal-safe, and daemons fork from SIGALRM and SIGCHLD
+ * handlers); waiting for it would wait for ever.  glibc's own fork does
+ * the same.  The flag is written and read by the forking thread only. */
+static bool locked;
+
 static void prepare(void)
 {
+    locked = !__libc_single_threaded;
+    if (!locked)
+        return;
     shoal_heap_fork_prepare();
     shoal_huge_fork_prepare();
     shoal_pool_fork_prepare();
 }
 
-static void parent(void)
+static void release(void)
 {
     shoal_pool_fork_release();
     shoal_huge_fork_release();
+}
+
+static void parent(void)
+{
+    if (!locked)
+        return;
+    release();
     shoal_heap_fork_parent();
 }
 
 static void child(void)
 {
-    shoal_pool_fork_release();
-    shoal_huge_fork_release();
-    shoal_heap_fork_child();
+    if (locked)
+        release();
+    shoal_heap_fork_child(locked);
     shoal_purger_fork_child();
     shoal_stats_fork_child();
 }

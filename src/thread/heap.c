@@ -883,10 +883,12 @@ void shoal_heap_fork_parent(void)
     shoal_unlock(&area_lock);
 }
 
-void shoal_heap_fork_child(void)
+void shoal_heap_fork_child(bool locked)
 {
     size_t created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     created_in_parent = created != 0 ? created - 1 : 0;
+    if (!locked)
+        return;         /* no other thread: nothing was left half done */
     /* A remote free that was between its push and its notification when
      * the parent forked left in_notify at 1, and its thread does not exist
      * here.  The block is on the page's remote list already; only the

@@ -115,10 +115,12 @@ size_t shoal_heap_created(void);
 void shoal_fork_init(void);
 
 /* fork(): hold the heap layer's lock across it; in the child, also
- * undo what threads that do not exist there left half done. */
+ * undo what threads that do not exist there left half done (`locked`:
+ * the prepare handler took the locks, which a single-threaded process
+ * does not, see fork.c). */
 void shoal_heap_fork_prepare(void);
 void shoal_heap_fork_parent(void);
-void shoal_heap_fork_child(void);
+void shoal_heap_fork_child(bool locked);
 
 /* The purge clock calls this at the start of every pass (no heap
  * needed): heaps parked by exited threads for a purge delay (all of them

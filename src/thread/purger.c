@@ -70,9 +70,16 @@ static long live_threads(void)
     return p != NULL ? strtol(p + 1, NULL, 10) - zombie_main : -1;
 }
 
+/* Whether the purger may be the process's last thread.  Without /proc
+ * (a chroot, a sandbox) it cannot tell, so it leaves whenever it has
+ * nothing to do, and a slow path that finds work starts it again: a
+ * purger that stayed could be all that keeps a process alive whose main
+ * thread ended with pthread_exit, and with every signal blocked in it
+ * not even SIGTERM would end that process. */
 static bool alone(void)
 {
-    return live_threads() == 1;
+    long n = live_threads();
+    return n == 1 || (n < 0 && !shoal_purge_pending());
 }
 
 static void wake(void)

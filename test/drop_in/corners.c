@@ -1,0 +1,223 @@
+/* corners.c - fork, signals and exit where an allocator is easy to hang.
+ *
+ *   corners report    fork while another thread writes a statistics report
+ *   corners signal    fork from a SIGALRM handler while the interrupted
+ *                     code is inside malloc and free of huge blocks, or
+ *                     inside fork itself (single-threaded)
+ *   corners noproc    the main thread ends with pthread_exit in a process
+ *                     without /proc: the process must still end when its
+ *                     last thread does
+ *
+ * Every case runs in a child that the test waits for with a deadline: a
+ * hang is killed and reported as a failure, as is a child that crashes or
+ * finds a damaged block.  Before these were fixed, the report case's
+ * child spun for ever in its first report, the signal case deadlocked on
+ * a lock the interrupted code held, and the noproc case never exited.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mount.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include "drop_in.h"
+
+#define DEADLINE_S 30
+#define SKIP 77
+
+/* Run fn in a child; fail if it hangs past DEADLINE_S, crashes or exits
+ * non-zero.  Returns its exit status (SKIP passes through). */
+static int in_child(int (*fn)(void), const char *what)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int rc = fn();
+        fflush(NULL);
+        _exit(rc);
+    }
+    for (int waited = 0; waited < DEADLINE_S * 100; waited++) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(status))
+                die("%s: killed by signal %d", what, WTERMSIG(status));
+            if (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != SKIP)
+                die("%s: exit status %d", what, WEXITSTATUS(status));
+            return WEXITSTATUS(status);
+        }
+        usleep(10 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    die("%s: still running after %d s: it hangs", what, DEADLINE_S);
+}
+
+/* ---- fork during a report -------------------------------------------- */
+
+static _Atomic bool stop;
+
+static void *reporter(void *arg)
+{
+    int fd = *(int *)arg;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed))
+        alloc_stats_print(fd);
+    return NULL;
+}
+
+static int report_case(void)
+{
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        die("/dev/null: %s", strerror(errno));
+    pthread_t t;
+    if (pthread_create(&t, NULL, reporter, &fd) != 0)
+        die("pthread_create failed");
+    for (int i = 0; i < 200; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork: %s", strerror(errno));
+        if (pid == 0) {
+            /* The reporter does not exist here; its report must not hold
+             * ours (or the exit report) back. */
+            alloc_stats_print(fd);
+            void *p = block_make(1000, 7);
+            if (p == NULL || block_check(p) != NULL)
+                _exit(2);
+            alloc_free(p);
+            alloc_stats_print(fd);
+            _exit(0);
+        }
+        int status;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            die("child %d of a fork during a report failed", i);
+    }
+    atomic_store(&stop, true);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* ---- fork from a signal handler --------------------------------------- */
+
+static _Atomic long handler_forks;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    pid_t pid = fork();         /* async-signal-safe */
+    if (pid == 0)
+        _exit(0);               /* only async-signal-safe calls in here */
+    if (pid > 0)
+        atomic_fetch_add_explicit(&handler_forks, 1, memory_order_relaxed);
+    errno = saved;
+}
+
+static int signal_case(void)
+{
+#ifdef DROP_IN_TSAN
+    return SKIP;                /* TSan defers signals and owns fork */
+#endif
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGALRM, &sa, NULL) != 0)
+        die("sigaction: %s", strerror(errno));
+    struct itimerval every = { { 0, 500 }, { 0, 500 } };        /* 0.5 ms */
+    if (setitimer(ITIMER_REAL, &every, NULL) != 0)
+        die("setitimer: %s", strerror(errno));
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    long rounds = 0;
+    do {
+        /* Huge blocks take the huge cache's lock; a fork takes the
+         * allocator's fork handlers. */
+        void *p = block_make((8u << 20) + (size_t)(rounds % 7) * 4096, (uint32_t)rounds);
+        if (p == NULL || block_check(p) != NULL)
+            return 2;
+        alloc_free(p);
+        if (rounds % 16 == 0) {
+            pid_t pid = fork();
+            if (pid == 0)
+                _exit(0);
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        rounds++;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < 3);
+    struct itimerval off = { { 0, 0 }, { 0, 0 } };
+    setitimer(ITIMER_REAL, &off, NULL);
+    while (waitpid(-1, NULL, 0) > 0) {
+    }
+    printf("  %ld rounds, %ld forks from the handler\n", rounds, atomic_load(&handler_forks));
+    return atomic_load(&handler_forks) > 0 ? 0 : 3;
+}
+
+/* ---- pthread_exit from main without /proc ------------------------------ */
+
+static void *last_thread(void *arg)
+{
+    (void)arg;
+    for (int round = 0; round < 20; round++) {
+        void *b[256];
+        for (int i = 0; i < 256; i++)
+            if ((b[i] = block_make(100 + (size_t)i * 37, (uint32_t)i)) == NULL)
+                _exit(2);
+        for (int i = 0; i < 256; i++)
+            check_free(b[i], "last thread");
+    }
+    if (atomic_load(&drop_in_errors) != 0)
+        _exit(2);
+    usleep(100 * 1000);
+    return NULL;                /* the process ends here */
+}
+
+static int noproc_case(void)
+{
+#ifdef DROP_IN_TSAN
+    /* TSan's runtime has a thread of its own that outlives main's
+     * pthread_exit: no process ends with its last thread there. */
+    return SKIP;
+#endif
+    /* A mount namespace of our own, with /proc unmounted in it. */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        umount2("/proc", MNT_DETACH) != 0) {
+        printf("  no mount namespace here (%s): skipped\n", strerror(errno));
+        return SKIP;
+    }
+    if (access("/proc/self/stat", F_OK) == 0)
+        return 4;
+    void *p = block_make(5000, 1);      /* the main thread allocates too */
+    if (p == NULL)
+        return 2;
+    pthread_t t;
+    if (pthread_create(&t, NULL, last_thread, NULL) != 0)
+        return 5;
+    check_free(p, "main thread");
+    pthread_exit(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; int (*fn)(void); } cases[] = {
+        { "report", report_case }, { "signal", signal_case }, { "noproc", noproc_case },
+    };
+    for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        int rc = in_child(cases[i].fn, cases[i].name);
+        printf("corners %s: %s\n", cases[i].name, rc == SKIP ? "skipped" : "ok");
+        return rc;
+    }
+    fprintf(stderr, "usage: %s report|signal|noproc\n", argv[0]);
+    return 2;
+}

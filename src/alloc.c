@@ -22,9 +22,28 @@
 #include "stats.h"
 #include "thread/heap.h"
 
+static void *alloc_generic(size_t n, size_t align, bool zero);
+
+/* The head of a free list is not a free block of its page
+ * (shoal_block_is_free): a link was overwritten.  Say so, naming the page
+ * (what a wrong link decodes to says nothing); with
+ * ON_ERROR=warn, take the page's lists out of service (their blocks are
+ * lost to it: it keeps them counted as in use) and serve the call,
+ * zeroed, from elsewhere. */
+static __attribute__((noinline, cold)) void *broken_free_list(shoal_page_t *pg)
+{
+    shoal_fault("malloc", pg->start, "free list corrupted in the page at this address: a "
+                                     "free block's link or freed mark was overwritten (an "
+                                     "overflow of the block before it, or a write after free)");
+    pg->free = pg->local_free = NULL;
+    return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
+}
+
 static inline void *page_pop(shoal_heap_t *h, unsigned cls, shoal_page_t *pg,
                              shoal_block_t *b)
 {
+    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+        return broken_free_list(pg);
     pg->free = shoal_decode(pg, b->link);
     b->freed = 0;               /* no longer free: a free of it is not a double free */
     pg->used++;
@@ -38,7 +57,7 @@ static inline void *page_pop_zero(shoal_heap_t *h, unsigned cls, shoal_page_t *p
     bool zero = pg->free_is_zero;
     shoal_block_t *b = page_pop(h, cls, pg, pg->free);
     if (zero)
-        b->link = 0;            /* the link was the only write */
+        b->link = 0;            /* the link and the mark were the only writes */
     else
         memset(b, 0, n);
     return b;

@@ -169,6 +169,47 @@ static void usable_size_freed(void)
     alloc_usable_size(p);
 }
 
+/* The 64 KiB page of a small block. */
+static char *page_of(void *p)
+{
+    return (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
+}
+
+/* An overflow of 24 bytes past a block, into its free neighbour: the
+ * neighbour's link and freed mark are overwritten, and the malloc that
+ * reaches it must say so instead of following the link. */
+static void overflow_into_free_neighbour(void)
+{
+    char *p = alloc_malloc(24);                 /* the 32-byte class */
+    char *q = alloc_malloc(24);                 /* right after p */
+    if (q != p + 32)
+        abort();
+    expected_addr = page_of(q);                 /* the message names the page */
+    alloc_free(q);
+    memset(p, 'A', 32 + 24);
+    for (int i = 0; i < 10000; i++)             /* until q is handed out */
+        alloc_malloc(24);
+}
+
+/* A write after free that forges a link to another address: reading a
+ * freed block must not give away the key that encodes its link (the
+ * freed mark is not the key), and a link to an address outside the page
+ * must not be followed. */
+static char forged_target[256] __attribute__((aligned(64)));
+
+static void forged_link(void)
+{
+    uintptr_t *p = alloc_malloc(64);
+    alloc_free(p);
+    uintptr_t key = p[1];                       /* what a freed block shows */
+    uintptr_t x = (uintptr_t)forged_target ^ key;
+    expected_addr = page_of(p);
+    p[0] = (x << 17) | (x >> 47);               /* a link as the key would encode it */
+    for (int i = 0; i < 10000; i++)             /* until p and its link are used */
+        if (alloc_malloc(64) == forged_target)
+            abort();                            /* handed out: not caught */
+}
+
 static void free_never_allocated(void)
 {
     char *p = alloc_malloc(64);
@@ -293,6 +334,8 @@ CASE(free_inside_large, "inside a large block", "(free,")
 CASE(free_inside_large_later_slot, "inside a large block", "(free,")
 CASE(usable_size_freed, "already free (used after free)", "(usable_size,")
 CASE(free_never_allocated, "never allocated", "(free,")
+CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
+CASE(forged_link, "free list corrupted", "(malloc,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
 CASE(usable_size_interior, "inside a block", "(usable_size,")
@@ -337,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_free_inside_large_later_slot),
         cmocka_unit_test(test_usable_size_freed),
         cmocka_unit_test(test_free_never_allocated),
+        cmocka_unit_test(test_overflow_into_free_neighbour),
+        cmocka_unit_test(test_forged_link),
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),
         cmocka_unit_test(test_usable_size_interior),

@@ -8,21 +8,25 @@
 #include "pool.h"
 #include "size_class.h"
 
-static uintptr_t secret;        /* written once at start-up, before any page */
+/* Written once at start-up, before any page: one secret for the link
+ * keys, one for the freed marks. */
+static uintptr_t secret, mark_secret;
 
 void shoal_page_secret_init(void)
 {
-    uint64_t r = 0;
+    uint64_t r[2] = { 0, 0 };
     int saved = errno;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
         /* No entropy yet (very early boot): time and addresses still make
-         * the key differ from run to run. */
+         * the keys differ from run to run. */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uintptr_t)&r ^ (uint64_t)ts.tv_sec;
+        r[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uintptr_t)&r ^ (uint64_t)ts.tv_sec;
+        r[1] = r[0] * 0xbf58476d1ce4e5b9u ^ (uintptr_t)&saved;
     }
     errno = saved;
-    secret = (uintptr_t)r | 1;
+    secret = (uintptr_t)r[0] | 1;
+    mark_secret = (uintptr_t)r[1];
 }
 
 /* A 64-bit mix (splitmix64's finaliser). */
@@ -59,6 +63,8 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     /* A new key each time the slot becomes a page: marks and links left
      * by an earlier life of the same memory do not decode. */
     pg->key = mix(pg->key ^ secret ^ (uintptr_t)pg->start) | 1;
+    /* Of another secret: the mark says nothing about the key. */
+    pg->mark = mix(pg->key ^ mark_secret);
     pg->in_full = 0;
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
@@ -100,6 +106,7 @@ void shoal_page_extend(shoal_page_t *pg)
     for (unsigned i = n; i-- > 0;) {
         shoal_block_t *b = (shoal_block_t *)(start + (size_t)i * pg->block_size);
         b->link = shoal_encode(pg, head);
+        b->freed = shoal_freed_mark(pg);    /* free: a free of it is a double free */
         head = b;
     }
     pg->free_is_zero = pg->fresh_zero && (pg->free == NULL || pg->free_is_zero);

@@ -83,6 +83,7 @@ typedef struct shoal_page_s {
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
     struct shoal_page_s *notify_next;         /* link on a notify stack */
     ck_stack_entry_t abandoned_link;          /* link on the abandoned stack */
+    uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc);
@@ -120,14 +121,17 @@ static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link
 #endif
 }
 
-/* The freed mark: the page's key itself, in the second word of every
- * free block of the page.  User data holds it by chance with probability
- * 2^-64.  (Mixing in the block's address would cost two instructions on
- * each free and keep nothing secret: whoever reads a freed block knows
- * its address.) */
+/* The freed mark, in the second word of every free block of the page
+ * (carved and not yet handed out, or freed).  User data holds it by
+ * chance with probability 2^-64.  A per-page value of its own, not the
+ * link key: it lies in the clear in every freed block, and a program
+ * that reads a freed block must not learn from it how to forge a link.
+ * (Mixing in the block's address would cost instructions on each free
+ * and keep nothing secret: whoever reads a freed block knows its
+ * address.) */
 static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg)
 {
-    return pg->key;
+    return pg->mark;
 }
 
 /* Is b the start of a block of pg that has been carved (so maybe handed
@@ -157,6 +161,22 @@ static inline bool shoal_block_is_start(const shoal_page_t *pg, const void *b)
 static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)
 {
     return shoal_block_is_start(pg, b) && b->freed != shoal_freed_mark(pg);
+}
+
+/* May malloc hand b out, the block a free list of pg leads to?  A link
+ * that an overflow of the block before it, or a write after free, has
+ * overwritten decodes to an address that fails this before malloc reads
+ * through it.  First, b must lie in pg's superpage, which stays mapped,
+ * so reading b is safe (one xor and a shift, pg is in a register).  Then
+ * b must carry pg's freed mark, which every free block of pg holds and
+ * nothing else does: a block of another page holds that page's mark, a
+ * block handed out had its mark cleared, and any other address reads
+ * user data, which holds the mark with probability 2^-64.  So a list can
+ * neither lead out of its page nor back to a block it has handed out. */
+static inline bool shoal_block_is_free(const shoal_page_t *pg, const shoal_block_t *b)
+{
+    return (((uintptr_t)b ^ (uintptr_t)pg) >> SHOAL_SP_SHIFT) == 0 &&
+           b->freed == shoal_freed_mark(pg);
 }
 
 /* start_mul for block size d (see above). */

@@ -518,26 +518,34 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
 
 /* ---- finding a page --------------------------------------------------- */
 
+/* A page of the queue with a free block, moved to its head; NULL if
+ * none has one.  Blocks that came back come first: a page is carved
+ * further (touching memory it never touched) only when no page of the
+ * queue has a freed block to give, or freed blocks on pages deeper in
+ * the queue would wait while new memory is touched for the same class. */
 static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
 {
-    shoal_page_t *pg = h->pages[cls];
-    while (pg != &shoal_empty_page) {
+    shoal_page_t *pg = h->pages[cls], *found = NULL, *carvable = NULL;
+    while (found == NULL && pg != &shoal_empty_page) {
         shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
         shoal_page_collect(pg);
-        if (pg->free == NULL)
-            shoal_page_extend(pg);
-        if (pg->free == NULL && !try_mark_full(h, pg))
-            shoal_page_collect(pg);         /* remote frees just arrived */
-        if (pg->free != NULL) {
-            if (h->pages[cls] != pg) {
-                queue_remove(h, pg);
-                queue_push_front(h, pg);
-            }
-            return pg;
-        }
+        if (pg->free != NULL)
+            found = pg;
+        else if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
+            carvable = carvable != NULL ? carvable : pg;
+        else if (!try_mark_full(h, pg) && (shoal_page_collect(pg), pg->free != NULL))
+            found = pg;                     /* remote frees just arrived */
         pg = next;
     }
-    return NULL;
+    if (found == NULL && carvable != NULL) {
+        shoal_page_extend(carvable);
+        found = carvable;
+    }
+    if (found != NULL && h->pages[cls] != found) {
+        queue_remove(h, found);
+        queue_push_front(h, found);
+    }
+    return found;
 }
 
 static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)

@@ -30,8 +30,10 @@
 #define DEADLINE_S 30
 #define SKIP 77
 
-/* Run fn in a child; fail if it hangs past DEADLINE_S, crashes or exits
- * non-zero.  Returns its exit status (SKIP passes through). */
+/* Run fn in a child, in a process group of its own; fail if it hangs
+ * past DEADLINE_S (the group is killed: nothing it forked is left
+ * spinning), crashes or exits non-zero.  Returns its exit status (SKIP
+ * passes through). */
 static int in_child(int (*fn)(void), const char *what)
 {
     fflush(NULL);
@@ -39,6 +41,7 @@ static int in_child(int (*fn)(void), const char *what)
     if (pid < 0)
         die("fork: %s", strerror(errno));
     if (pid == 0) {
+        setpgid(0, 0);          /* a hang is killed with all it forked */
         int rc = fn();
         fflush(NULL);
         _exit(rc);
@@ -55,7 +58,7 @@ static int in_child(int (*fn)(void), const char *what)
         }
         usleep(10 * 1000);
     }
-    kill(pid, SIGKILL);
+    kill(-pid, SIGKILL);
     waitpid(pid, NULL, 0);
     die("%s: still running after %d s: it hangs", what, DEADLINE_S);
 }

@@ -34,6 +34,13 @@
 #define DROP_IN_ASAN 1
 #endif
 #endif
+/* Under a sanitizer the RSS is mostly the sanitizer's own (shadow memory,
+ * per-thread state): only shoal's own accounting is held to a bound. */
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+#define CHECK_RSS 0
+#else
+#define CHECK_RSS 1
+#endif
 /* The sanitizers' own allocators are not fork-safe in a multi-threaded
  * parent: TSan kills a child that starts a thread, and ASan's allocator
  * can be locked by a parent thread at the fork (a child hung in its
@@ -154,6 +161,15 @@ static inline void die(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     exit(1);
+}
+
+/* shoal's statistics now. */
+static inline alloc_stats_t stats_now(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    if (alloc_stats_get(&st) != 0)
+        die("alloc_stats_get failed");
+    return st;
 }
 
 #endif

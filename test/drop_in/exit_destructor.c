@@ -34,11 +34,6 @@
 #define DEFAULT_THREADS 20000
 #define REARM_ROUNDS 100        /* as long as the C library calls */
 #endif
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-#define CHECK_RSS 0
-#else
-#define CHECK_RSS 1
-#endif
 /* A leaked heap a thread would be 64 KiB of committed memory and 16 KiB
  * of RSS: 1.1 GiB and 280 MiB over 18,000 threads. */
 #define GROWTH_LIMIT ((size_t)4 << 20)
@@ -83,14 +78,6 @@ static void *thread(void *arg)
     return NULL;
 }
 
-static size_t committed(void)
-{
-    alloc_stats_t st = { .size = sizeof st };
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
-    return st.committed;
-}
-
 int main(int argc, char **argv)
 {
     unsigned long total = argc > 1 ? strtoul(argv[1], NULL, 0) : DEFAULT_THREADS;
@@ -112,15 +99,14 @@ int main(int argc, char **argv)
             check_free(last_block[i], "main thread (a destructor's last block)");
         if (i + 1 == total / 10) {
             rss_base = rss_bytes();
-            committed_base = committed();
+            committed_base = stats_now().committed;
         }
         if (atomic_load(&drop_in_errors) != 0)
             die("damaged blocks after %lu threads", i + 1);
     }
-    size_t rss_end = rss_bytes(), committed_end = committed();
-    alloc_stats_t st = { .size = sizeof st };
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
+    size_t rss_end = rss_bytes();
+    alloc_stats_t st = stats_now();
+    size_t committed_end = st.committed;
     printf("exit_destructor: %lu threads, %.1f destructor rounds each\n", total,
            (double)atomic_load(&rounds) / (double)total);
     printf("  RSS after %lu threads %zu KiB, at the end %zu KiB%s\n", total / 10,

@@ -20,11 +20,6 @@
 #include <sys/resource.h>
 #include "drop_in.h"
 
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-#define CHECK_RSS 0
-#else
-#define CHECK_RSS 1
-#endif
 #define LIVE 200
 #define STEPS 200000
 #define MAX_SIZE 8000
@@ -67,9 +62,7 @@ int main(void)
             classes++;
         }
     }
-    alloc_stats_t st = { .size = sizeof st };
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
+    alloc_stats_t st = stats_now();
     size_t rss_growth = peak_rss() - rss_base;
     size_t bound = peak + (classes + PAGE_CACHE) * PAGE;
     printf("footprint: %d live blocks of 1..%d B, %u replaced\n", LIVE, MAX_SIZE, STEPS);

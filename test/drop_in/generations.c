@@ -32,11 +32,6 @@
 #else
 #define BLOCKS 40000
 #endif
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-#define CHECK_RSS 0
-#else
-#define CHECK_RSS 1
-#endif
 #define MAIN_BATCH 17
 #define PURGE_DELAY_MS 100
 /* What a live heap may hold with nothing allocated in it: the main
@@ -68,14 +63,6 @@ static void *generation(void *arg)
             check_free(p, "thread (own block)");
     }
     return NULL;
-}
-
-static alloc_stats_t stats(void)
-{
-    alloc_stats_t st = { .size = sizeof st };
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
-    return st;
 }
 
 static size_t max_of(size_t a, size_t b)
@@ -110,7 +97,7 @@ int main(int argc, char **argv)
         for (unsigned i = 0; i < MAIN_BATCH; i++)
             check_free(mine[i], "main thread (own block)");
         rss_peak = max_of(rss_peak, rss_bytes());
-        committed_peak = max_of(committed_peak, stats().committed);
+        committed_peak = max_of(committed_peak, stats_now().committed);
         if (g == 24) {
             rss_early = rss_peak;
             committed_early = committed_peak;
@@ -126,10 +113,10 @@ int main(int argc, char **argv)
 
     /* The last frees went into pages of exited threads: the purger takes
      * those back at its next pass.  Poll, calling nothing that allocates. */
-    alloc_stats_t st = stats();
+    alloc_stats_t st = stats_now();
     for (int tries = 0; tries < 100 && st.active > st.allocated + ACTIVE_SLACK; tries++) {
         usleep(50 * 1000);
-        st = stats();
+        st = stats_now();
     }
     printf("generations: %u of %d threads, %d blocks each\n", gens, THREADS, BLOCKS);
     printf("  peak RSS after 25 generations %zu KiB, after %u %zu KiB%s\n", rss_early >> 10,

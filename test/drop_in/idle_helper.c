@@ -26,10 +26,7 @@ static int gate[2];
 static size_t resident(void)
 {
 #ifdef DROP_IN_TSAN
-    alloc_stats_t st = { .size = sizeof st };
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
-    return st.committed;
+    return stats_now().committed;
 #else
     return rss_bytes();
 #endif

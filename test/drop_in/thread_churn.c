@@ -37,11 +37,6 @@
 #else
 #define DEFAULT_TOTAL 100000
 #endif
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-#define CHECK_RSS 0
-#else
-#define CHECK_RSS 1
-#endif
 #define DEFAULT_CONCURRENT 4
 #define HANDOFF 512
 #define ALLOCS 24
@@ -85,7 +80,7 @@ int main(int argc, char **argv)
     }
     unsigned long warmup = total / 20;
     size_t rss_base = 0, rss_max = 0, active_base = 0, active_max = 0;
-    alloc_stats_t st = { .size = sizeof st };
+    alloc_stats_t st;
     pthread_t t[64];
     unsigned long started = 0;
 
@@ -100,15 +95,13 @@ int main(int argc, char **argv)
             pthread_join(t[j], NULL);
         if (rss_base == 0 && started >= warmup) {
             rss_base = rss_max = rss_bytes();
-            if (alloc_stats_get(&st) != 0)
-                die("alloc_stats_get failed");
+            st = stats_now();
             active_base = active_max = st.active;
         } else if (rss_base != 0 && started % 1000 < concurrent) {
             size_t r = rss_bytes();
             if (r > rss_max)
                 rss_max = r;
-            if (alloc_stats_get(&st) != 0)
-                die("alloc_stats_get failed");
+            st = stats_now();
             if (st.active > active_max)
                 active_max = st.active;
         }
@@ -118,8 +111,7 @@ int main(int argc, char **argv)
     size_t rss_end = rss_bytes();
     if (rss_end > rss_max)
         rss_max = rss_end;
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
+    st = stats_now();
     if (st.active > active_max)
         active_max = st.active;
     alloc_stats_t run = st;
@@ -134,8 +126,7 @@ int main(int argc, char **argv)
     if (atomic_load(&drop_in_errors) != 0)
         die("%ld damaged blocks", atomic_load(&drop_in_errors));
     alloc_collect(true);
-    if (alloc_stats_get(&st) != 0)
-        die("alloc_stats_get failed");
+    st = stats_now();
 
     printf("thread_churn: %lu threads, %u at a time\n", total, concurrent);
     printf("  RSS after warm-up %zu KiB, highest %zu KiB, at the end %zu KiB%s\n",

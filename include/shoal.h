@@ -18,8 +18,12 @@ extern "C" {
 /* shoal builds with hidden visibility; this is what it exports. */
 #define SHOAL_API __attribute__((visibility("default")))
 
+/* The version this header belongs to (CMakeLists.txt checks that it is
+ * the project's); alloc_version() says which library is running. */
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
+#define SHOAL_VERSION_PATCH 0
+#define SHOAL_VERSION "0.1.0"
 
 /* The malloc family.  Semantics are C11/POSIX: sizes above PTRDIFF_MAX
  * and overflowing products give NULL with errno ENOMEM, alloc_malloc(0)
@@ -48,20 +52,21 @@ SHOAL_API size_t alloc_usable_size(const void *ptr);
 SHOAL_API void alloc_collect(bool force);
 
 /* Options: each is also read from the environment at start-up as
- * SHOAL_<NAME> (numbers take a k/m/g suffix, booleans 0/1/on/off). */
+ * SHOAL_<NAME> (decimal numbers with an optional k/m/g suffix, booleans
+ * 0/1/on/off; docs/options.md has them all).  Defaults in brackets. */
 typedef enum alloc_option_e {
-    ALLOC_OPTION_PREFAULT = 0,      /* 0: populate new memory up front    */
-    ALLOC_OPTION_PURGE_DELAY_MS,    /* ms free memory waits; -1 never     */
-    ALLOC_OPTION_PURGE_MODE,        /* 0 dontneed, 1 free                 */
-    ALLOC_OPTION_MAX_MEMORY,        /* bytes from the OS; 0 = unlimited   */
-    ALLOC_OPTION_CACHELINE_ALIGN,   /* 0: 16-byte blocks; 1: 64-byte      */
-    ALLOC_OPTION_HUGE_PAGES,        /* 0: ask for transparent huge pages  */
-    ALLOC_OPTION_STATS_SIGNAL,      /* 0 off, else a signal number        */
-    ALLOC_OPTION_STATS_JSON,        /* 0 text, 1 JSON                     */
-    ALLOC_OPTION_SHOW_STATS,        /* 0: print statistics at exit        */
-    ALLOC_OPTION_ON_ERROR,          /* 0 abort, 1 warn and ignore         */
-    ALLOC_OPTION_VERBOSE,           /* 0 quiet, 1 messages on stderr      */
-    ALLOC_OPTION_PURGE_THREAD,      /* -1 auto, 0 never, 1 always         */
+    ALLOC_OPTION_PREFAULT = 0,      /* 1: populate new memory at once [0]   */
+    ALLOC_OPTION_PURGE_DELAY_MS,    /* ms free memory waits; -1 never [1000] */
+    ALLOC_OPTION_PURGE_MODE,        /* 0 MADV_DONTNEED, 1 MADV_FREE [0]     */
+    ALLOC_OPTION_MAX_MEMORY,        /* committed bytes; 0 unlimited [0]     */
+    ALLOC_OPTION_CACHELINE_ALIGN,   /* 1: every block 64-byte aligned [0]   */
+    ALLOC_OPTION_HUGE_PAGES,        /* 1: MADV_HUGEPAGE on superpages [0]   */
+    ALLOC_OPTION_STATS_SIGNAL,      /* signal that dumps statistics; 0 off  */
+    ALLOC_OPTION_STATS_JSON,        /* dumps as 0 text, 1 JSON [0]          */
+    ALLOC_OPTION_SHOW_STATS,        /* 1: print statistics at exit [0]      */
+    ALLOC_OPTION_ON_ERROR,          /* 0 abort, 1 warn and ignore [0]       */
+    ALLOC_OPTION_VERBOSE,           /* 1: say what shoal does and refuses   */
+    ALLOC_OPTION_PURGE_THREAD,      /* -1 auto, 0 never, 1 always [-1]      */
     ALLOC_OPTION_COUNT_
 } alloc_option_t;
 
@@ -70,9 +75,15 @@ typedef enum alloc_option_e {
 #define ALLOC_ON_ERROR_ABORT 0
 #define ALLOC_ON_ERROR_WARN  1
 
-/* 0 on success; EINVAL for an unknown option or a value out of range. */
+/* 0 on success; EINVAL for an unknown option or a value out of range
+ * (or a STATS_SIGNAL no dump may use); EBUSY for CACHELINE_ALIGN once
+ * memory has been handed out.  alloc_option_get returns -1 for an
+ * unknown option. */
 SHOAL_API int  alloc_option_set(alloc_option_t option, long value);
 SHOAL_API long alloc_option_get(alloc_option_t option);
+
+/* The version of the library in use, "MAJOR.MINOR.PATCH". */
+SHOAL_API const char *alloc_version(void);
 
 /* Statistics.  Set `size` to sizeof(alloc_stats_t) before the call; the
  * struct only ever grows at its end, and `version` says which fields a

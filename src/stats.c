@@ -445,6 +445,11 @@ static bool report(int fd, bool json, bool wait)
     return true;
 }
 
+const char *alloc_version(void)
+{
+    return SHOAL_VERSION;
+}
+
 void alloc_stats_print(int fd)
 {
     report(fd, false, true);

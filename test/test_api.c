@@ -1065,6 +1065,17 @@ static void test_collect_returns_memory(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
 }
 
+/* The running library says its version, the header's. */
+static void test_version(void **state)
+{
+    (void)state;
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR,
+             SHOAL_VERSION_PATCH);
+    assert_string_equal(alloc_version(), want);
+    assert_string_equal(alloc_version(), SHOAL_VERSION);
+}
+
 static void test_stats_get_arguments(void **state)
 {
     (void)state;
@@ -1106,6 +1117,7 @@ int main(void)
         cmocka_unit_test(test_free_sized_after_realloc),
         cmocka_unit_test(test_collect_returns_memory),
         cmocka_unit_test(test_stats_get_arguments),
+        cmocka_unit_test(test_version),
     };
     /* TEST_FILTER=name runs the tests whose names match (a glob). */
     if (getenv("TEST_FILTER") != NULL)

@@ -141,6 +141,9 @@ static void test_parse_numbers(void **state)
     bad(d, "1.5");
     bad(d, "1kk");
     bad(d, "k");
+    ok(d, "010", 10);                       /* decimal, as an operator means it */
+    ok(d, "0100", 100);
+    bad(d, "0x10");
 
     alloc_option_t m = ALLOC_OPTION_MAX_MEMORY;
     ok(m, "0", 0);                          /* unlimited */
@@ -167,11 +170,11 @@ static void test_parse_numbers(void **state)
     bad(m, "");
     bad(m, "lots");
 
-    alloc_option_t v = ALLOC_OPTION_VERBOSE;
+    alloc_option_t v = ALLOC_OPTION_VERBOSE;   /* on or off: 2 meant nothing more */
     ok(v, "0", 0);
     ok(v, "1", 1);
-    ok(v, "2", 2);
-    bad(v, "3");
+    ok(v, "on", 1);
+    bad(v, "2");
     bad(v, "-1");
     bad(v, "loud");
 }
@@ -289,7 +292,7 @@ static void test_set_get_ranges(void **state)
         { ALLOC_OPTION_STATS_JSON, 0, 1 },
         { ALLOC_OPTION_SHOW_STATS, 0, 1 },
         { ALLOC_OPTION_ON_ERROR, 0, 1 },
-        { ALLOC_OPTION_VERBOSE, 0, 2 },
+        { ALLOC_OPTION_VERBOSE, 0, 1 },
         { ALLOC_OPTION_PURGE_THREAD, -1, 1 },
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
@@ -352,6 +355,9 @@ static void test_parsed_values_are_settable(void **state)
     }
 }
 
+/* With a size, the child allocates it instead of printing the options. */
+static const char *child_malloc;
+
 /* The environment is read once, before the first allocation or option
  * call; this process read it long ago.  So each case runs this program
  * again with SHOAL_* set, and the child prints every option's value
@@ -380,7 +386,9 @@ static void run_child(const char *const *env, size_t nenv, char *out, size_t out
         }
         for (size_t i = 0; i < nenv; i += 2)
             setenv(env[i], env[i + 1], 1);
-        char *argv[] = { (char *)"test_options", (char *)"--print-options", NULL };
+        char *argv[] = { (char *)"test_options", (char *)(child_malloc != NULL ? "--malloc"
+                                                                   : "--print-options"),
+                         (char *)child_malloc, NULL };
         execv("/proc/self/exe", argv);
         _exit(127);
     }
@@ -436,7 +444,7 @@ static void test_environment(void **state)
         { ALLOC_OPTION_STATS_JSON, "1", 1 },
         { ALLOC_OPTION_SHOW_STATS, "on", 1 },
         { ALLOC_OPTION_ON_ERROR, "warn", ALLOC_ON_ERROR_WARN },
-        { ALLOC_OPTION_VERBOSE, "2", 2 },
+        { ALLOC_OPTION_VERBOSE, "on", 1 },
         { ALLOC_OPTION_PURGE_THREAD, "never", 0 },
     };
     enum { N = sizeof env / sizeof env[0] };
@@ -491,6 +499,46 @@ static void test_environment(void **state)
     if (said == NULL || strstr(said + 1, "MAX_MEMORY") != NULL)
         fail_msg("not one warning for a limit below a first block: \"%s\"", err);
 
+    /* Unknown SHOAL_ variables: one warning each, with the closest name;
+     * case counts. */
+    const char *typos[] = { "SHOAL_PURGE_DELAY", "5", "SHOAL_purge_mode", "free",
+                            "SHOAL_FROBNICATE", "1" };
+    run_child(typos, 6, out, sizeof out, err, sizeof err);
+    assert_int_equal(child_value(out, ALLOC_OPTION_PURGE_DELAY_MS), SHOAL_DEFAULT_PURGE_DELAY_MS);
+    assert_int_equal(child_value(out, ALLOC_OPTION_PURGE_MODE), ALLOC_PURGE_DONTNEED);
+    assert_non_null(strstr(err, "SHOAL_PURGE_DELAY is not a shoal setting (did you mean "
+                                "SHOAL_PURGE_DELAY_MS?)"));
+    assert_non_null(strstr(err, "SHOAL_purge_mode is not a shoal setting (did you mean "
+                                "SHOAL_PURGE_MODE?)"));
+    assert_non_null(strstr(err, "SHOAL_FROBNICATE is not a shoal setting; ignored"));
+    int lines = 0;
+    for (const char *c = err; *c != '\0'; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 3);
+
+    /* A bad value: the warning gives the range, and the value kept as
+     * it would be written. */
+    const char *bad_values[] = { "SHOAL_PURGE_MODE", "sometimes", "SHOAL_PURGE_DELAY_MS", "1.5s" };
+    run_child(bad_values, 4, out, sizeof out, err, sizeof err);
+    assert_non_null(strstr(err, "SHOAL_PURGE_MODE=sometimes is not a valid value (dontneed or "
+                                "free); keeping dontneed"));
+    assert_non_null(strstr(err, "SHOAL_PURGE_DELAY_MS=1.5s is not a valid value (a decimal "
+                                "number from -1 to 3600000"));
+    assert_non_null(strstr(err, "keeping 1000"));
+
+    /* VERBOSE says when MAX_MEMORY refuses memory, a huge block's and a
+     * pool block's. */
+    const char *limited[] = { "SHOAL_VERBOSE", "1", "SHOAL_MAX_MEMORY", "1m" };
+    child_malloc = "8388608";
+    run_child(limited, 4, out, sizeof out, err, sizeof err);
+    assert_non_null(strstr(out, "malloc=refused"));
+    assert_non_null(strstr(err, "no memory for a huge block of"));
+    child_malloc = "1048576";
+    run_child(limited, 4, out, sizeof out, err, sizeof err);
+    assert_non_null(strstr(out, "malloc=refused"));
+    assert_non_null(strstr(err, "MAX_MEMORY 1048576"));
+    child_malloc = NULL;
+
     /* Nothing set: the documented defaults. */
     run_child(NULL, 0, out, sizeof out, err, sizeof err);
     static const long documented[ALLOC_OPTION_COUNT_] = {
@@ -527,6 +575,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--print-options") == 0)
         return print_options();
+    if (argc > 2 && strcmp(argv[1], "--malloc") == 0) {
+        /* The child: try one allocation, say whether it was refused. */
+        void *p = alloc_malloc((size_t)strtoul(argv[2], NULL, 10));
+        printf("malloc=%s\n", p != NULL ? "ok" : "refused");
+        alloc_free(p);
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_names_and_defaults, restore),
         cmocka_unit_test_teardown(test_parse_booleans, restore),

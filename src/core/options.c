@@ -40,7 +40,7 @@ static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_SHOW_STATS]      = { "SHOW_STATS", 0, 1, V_BOOL, { 0 } },
     [ALLOC_OPTION_ON_ERROR]        = { "ON_ERROR", 0, 1, V_WORD,
                                        { "abort", "warn", 0 } },
-    [ALLOC_OPTION_VERBOSE]         = { "VERBOSE", 0, 2, V_NUMBER, { 0 } },
+    [ALLOC_OPTION_VERBOSE]         = { "VERBOSE", 0, 1, V_BOOL, { 0 } },
     [ALLOC_OPTION_PURGE_THREAD]    = { "PURGE_THREAD", -1, 1, V_WORD, { "never", "always", 0 } },
 };
 
@@ -127,12 +127,13 @@ static bool word_is(const char *a, const char *b)
     return strcasecmp(a, b) == 0;
 }
 
-/* "123", "-1", "64k", "2m", "1g" (binary multiples). */
+/* "123", "-1", "64k", "2m", "1g" (binary multiples), in decimal: "010"
+ * is ten, as an operator means it, not eight. */
 static int parse_number(const char *s, long *out)
 {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 0);
+    long v = strtol(s, &end, 10);
     if (end == s || errno != 0)
         return EINVAL;
     int shift = 0;
@@ -230,6 +231,122 @@ int shoal_option_parse(alloc_option_t o, const char *text, long *out)
     return 0;
 }
 
+/* The value option o has now, as an operator would write it. */
+static void format_value(alloc_option_t o, char *buf, size_t cap)
+{
+    const option_desc_t *d = &options[o];
+    long v = shoal_opt(o);
+    if (d->kind == V_WORD && v == -1)
+        shoal_format(buf, cap, "auto");
+    else if (d->kind == V_WORD)
+        shoal_format(buf, cap, "%s", d->words[v]);
+    else
+        shoal_format(buf, cap, "%ld", v);
+}
+
+/* The values an option takes, for a warning. */
+static void format_range(alloc_option_t o, char *buf, size_t cap)
+{
+    const option_desc_t *d = &options[o];
+    size_t n = 0;
+    switch (d->kind) {
+    case V_BOOL:
+        shoal_format(buf, cap, "0/1, on/off, true/false, yes/no");
+        return;
+    case V_NUMBER:
+        shoal_format(buf, cap, "a decimal number from %ld to %ld, with an optional k, m or g",
+                     d->min, d->max);
+        return;
+    case V_SIGNAL:
+        shoal_format(buf, cap, "a signal number or name such as USR2, HUP or RTMIN+1, or off");
+        return;
+    case V_WORD:
+        if (d->min == -1)
+            n += shoal_format(buf + n, cap - n, "auto, ");
+        for (int i = 0; d->words[i] != NULL; i++)
+            n += shoal_format(buf + n, cap - n, "%s%s", i ? " or " : "", d->words[i]);
+        return;
+    }
+}
+
+static void warn_bad_value(alloc_option_t o, const char *var, const char *text)
+{
+    char range[128], now[32];
+    long v;
+    format_range(o, range, sizeof range);
+    format_value(o, now, sizeof now);
+    if (options[o].kind == V_SIGNAL && parse_signal(text, &v) == 0 && signal_refused(v))
+        shoal_warning("%s=%s: signal %ld is a fault, abort's, KILL or STOP, which cannot "
+                      "carry statistics dumps; keeping %s", var, text, v, now);
+    else
+        shoal_warning("%s=%s is not a valid value (%s); keeping %s", var, text, range, now);
+}
+
+/* Edit distance between two short names, case-insensitive. */
+static unsigned distance(const char *a, const char *b)
+{
+    unsigned row[64], la = (unsigned)strlen(a), lb = (unsigned)strlen(b);
+    if (la >= 63 || lb >= 63)
+        return 64;
+    for (unsigned j = 0; j <= lb; j++)
+        row[j] = j;
+    for (unsigned i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = i;
+        for (unsigned j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned same = (a[i - 1] | 32) == (b[j - 1] | 32);
+            unsigned best = diag + !same;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* A SHOAL_ variable shoal does not know is most likely a typo (SHOAL_PURGE_DELAY
+ * for SHOAL_PURGE_DELAY_MS) that would otherwise leave the default in
+ * force without a word: one warning each, with the closest known name. */
+static void warn_unknown_variables(void)
+{
+    extern char **environ;
+    static const char *const strings[] = { "STATS_FILE" };      /* environment-only */
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "SHOAL_", 6) != 0)
+            continue;
+        char name[64];
+        size_t len = strcspn(*e + 6, "=");
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, *e + 6, len);
+        name[len] = '\0';
+        bool known = strcmp(name, strings[0]) == 0;
+        const char *closest = strings[0];
+        unsigned best = distance(name, closest);
+        for (int o = 0; o < ALLOC_OPTION_COUNT_ && !known; o++) {
+            unsigned d = distance(name, options[o].name);
+            known = strcmp(name, options[o].name) == 0;
+            if (d < best) {
+                best = d;
+                closest = options[o].name;
+            }
+        }
+        if (known)
+            continue;
+        /* Case counts (the names are read as written): shoal_purge_delay_ms
+         * is a distance of 0 from its option, and deserves the hint. */
+        if (best <= 3 || best * 3 <= (unsigned)len)
+            shoal_warning("SHOAL_%s is not a shoal setting (did you mean SHOAL_%s?); ignored",
+                          name, closest);
+        else
+            shoal_warning("SHOAL_%s is not a shoal setting; ignored", name);
+    }
+}
+
 static void read_environment(void)
 {
     char var[64];
@@ -246,15 +363,17 @@ static void read_environment(void)
                           "carry statistics dumps; keeping %ld", var, text, v,
                           shoal_opt((alloc_option_t)o));
         else
-            shoal_warning("%s=%s is not a valid value; keeping %ld",
-                          var, text, shoal_opt((alloc_option_t)o));
+            warn_bad_value((alloc_option_t)o, var, text);
     }
+    warn_unknown_variables();
     if (shoal_opt(ALLOC_OPTION_VERBOSE)) {
         char line[512];
         size_t n = 0;
-        for (int o = 0; o < ALLOC_OPTION_COUNT_; o++)
-            n += shoal_format(line + n, sizeof line - n, " %s=%ld", options[o].name,
-                              shoal_opt((alloc_option_t)o));
+        for (int o = 0; o < ALLOC_OPTION_COUNT_; o++) {
+            char value[32];
+            format_value((alloc_option_t)o, value, sizeof value);
+            n += shoal_format(line + n, sizeof line - n, " %s=%s", options[o].name, value);
+        }
         shoal_info("options:%s", line);
     }
 }

@@ -272,6 +272,10 @@ static unsigned claim(unsigned order, unsigned max_slots, shoal_span_t *out)
         size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
         long i = choose(order, n, warm_only);
         if (i < 0) {
+            if (warm_only && shoal_opt(ALLOC_OPTION_VERBOSE))
+                shoal_warning("no room under MAX_MEMORY for a block of %u KiB (%zu committed, "
+                              "MAX_MEMORY %ld)", (64u << order) * (max_slots ? max_slots : 1),
+                              shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
             if (warm_only || !grow(n)) {
                 errno = ENOMEM;
                 return 0;

@@ -7,8 +7,8 @@
 # library): every process started with SHOAL_SHOW_STATS=1 appends a
 # statistics report to $work/shoal-stats when it exits.
 #
-# Environment: SHOAL_LIB, the absolute path of libshoal.so (set by ctest);
-# SHOAL_KEEP_WORK=1 keeps the work directory (its path is printed).
+# Environment: TEST_SHOAL_LIB, the absolute path of libshoal.so (set by ctest);
+# TEST_SHOAL_KEEP_WORK=1 keeps the work directory (its path is printed).
 
 set -euo pipefail
 export LC_ALL=C TZ=UTC
@@ -17,16 +17,16 @@ export LC_ALL=C TZ=UTC
 unset LD_PRELOAD
 for v in $(compgen -e); do
     case $v in
-    SHOAL_LIB | SHOAL_KEEP_WORK) ;;
+    TEST_SHOAL_LIB | TEST_SHOAL_KEEP_WORK) ;;
     SHOAL_*) unset "$v" ;;
     esac
 done
 
-: "${SHOAL_LIB:?SHOAL_LIB must be the absolute path of libshoal.so}"
-[ -f "$SHOAL_LIB" ] || { echo "FAIL: $SHOAL_LIB does not exist" >&2; exit 1; }
-case $SHOAL_LIB in
+: "${TEST_SHOAL_LIB:?TEST_SHOAL_LIB must be the absolute path of libshoal.so}"
+[ -f "$TEST_SHOAL_LIB" ] || { echo "FAIL: $TEST_SHOAL_LIB does not exist" >&2; exit 1; }
+case $TEST_SHOAL_LIB in
 /*) ;;
-*) echo "FAIL: SHOAL_LIB must be an absolute path" >&2; exit 1 ;;
+*) echo "FAIL: TEST_SHOAL_LIB must be an absolute path" >&2; exit 1 ;;
 esac
 
 test_name=$(basename "$0" .sh)
@@ -35,7 +35,7 @@ cleanup_hooks=()
 cleanup() {
     local h
     for h in "${cleanup_hooks[@]}"; do eval "$h" || true; done
-    if [ -n "${SHOAL_KEEP_WORK:-}" ]; then
+    if [ -n "${TEST_SHOAL_KEEP_WORK:-}" ]; then
         echo "work directory kept: $work"
     else
         rm -rf "$work"
@@ -64,7 +64,7 @@ need() {
 
 # with_shoal CMD...: CMD and everything it starts, with shoal preloaded.
 with_shoal() {
-    LD_PRELOAD="$SHOAL_LIB${LD_PRELOAD:+:$LD_PRELOAD}" SHOAL_SHOW_STATS=1 \
+    LD_PRELOAD="$TEST_SHOAL_LIB${LD_PRELOAD:+:$LD_PRELOAD}" SHOAL_SHOW_STATS=1 \
         SHOAL_STATS_FILE="$work/shoal-stats" "$@"
 }
 

@@ -59,7 +59,7 @@ done
 echo "redis-server under shoal on 127.0.0.1:$port"
 
 rpid=$(cli info server | tr -d '\r' | awk -F: '$1 == "process_id" { print $2 }')
-lib_real=$(readlink -f "$SHOAL_LIB")
+lib_real=$(readlink -f "$TEST_SHOAL_LIB")
 grep -qF "$lib_real" "/proc/$rpid/maps" || fail "libshoal is not mapped in redis-server (pid $rpid)"
 
 # ---- the data ---------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "core/commit.h"
 #include "core/huge.h"
@@ -462,6 +463,39 @@ void alloc_stats_print_json(int fd)
 
 /* ---- the signal dump and the report at exit --------------------------- */
 
+/* With SHOW_STATS and no SHOAL_STATS_FILE, the exit report goes to stderr,
+ * and many programs close it before they exit (coreutils do, to catch
+ * write errors): the report was lost without a trace.  So shoal keeps a
+ * copy of stderr from start-up, with the file it named, and writes there
+ * when descriptor 2 is closed - but only while the copy still names that
+ * file, so that a daemon that closed every descriptor and opened others
+ * under the same numbers never finds a report in a file of its own. */
+static int saved_stderr = -1;
+static dev_t saved_dev;
+static ino_t saved_ino;
+
+static void keep_stderr(void)
+{
+    struct stat st;
+    if (stats_path[0] != '\0' || !shoal_opt(ALLOC_OPTION_SHOW_STATS) || fstat(2, &st) != 0)
+        return;
+    saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    saved_dev = st.st_dev;
+    saved_ino = st.st_ino;
+}
+
+/* Where a report for stderr goes: descriptor 2 while it is open, else the
+ * copy if it is still the same file, else nowhere (-1: write fails). */
+static int stderr_fd(void)
+{
+    struct stat st;
+    if (fcntl(2, F_GETFD) != -1 || saved_stderr < 0)
+        return 2;
+    if (fstat(saved_stderr, &st) == 0 && st.st_dev == saved_dev && st.st_ino == saved_ino)
+        return saved_stderr;
+    return -1;
+}
+
 /* A report to SHOAL_STATS_FILE (or stderr).  The file is opened for each
  * report, never held: a daemon that closes every descriptor, or reuses
  * their numbers, neither loses its reports nor finds them in a file of
@@ -470,7 +504,8 @@ static bool dump(bool wait)
 {
     int fd = stats_path[0] != '\0'
                  ? open(stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
-    bool done = report(fd >= 0 ? fd : 2, shoal_opt(ALLOC_OPTION_STATS_JSON) != 0, wait);
+    bool done = report(fd >= 0 ? fd : stderr_fd(), shoal_opt(ALLOC_OPTION_STATS_JSON) != 0,
+                       wait);
     if (fd >= 0)
         close(fd);
     return done;
@@ -528,6 +563,7 @@ __attribute__((constructor(101))) static void stats_start(void)
         if (fd >= 0)
             close(fd);
     }
+    keep_stderr();
     apply_stats_signal(shoal_opt(ALLOC_OPTION_STATS_SIGNAL));
     shoal_option_on_change(ALLOC_OPTION_STATS_SIGNAL, apply_stats_signal);
 }

@@ -47,6 +47,10 @@ out=$("$run" -o purge_delay_ms=123 -o STATS_JSON=0 --option=verbose=0 -s sh -c '
 SHOAL_PREFAULT=0 "$run" sh -c 'test "$SHOAL_PREFAULT" = 0' || fail "SHOAL_* from the environment"
 "$run" -s -o stats_file="$work/stats" true
 grep -q 'statistics' "$work/stats" || fail "-s with -o stats_file=: no statistics written"
+# -s with a program that closes stderr before it exits (coreutils do):
+# the report still reaches the stderr the program was started with.
+"$run" -s ls / >/dev/null 2>"$work/err" || fail "ls under shoal-run -s failed"
+grep -q 'statistics' "$work/err" || fail "-s: no report from a program that closes stderr"
 expect_rc 0 "$run" -o no_such_option=1 true
 grep -q 'warning: NO_SUCH_OPTION' "$work/err" || fail "no warning for an unknown option"
 expect_rc 127 "$run" -o novalue true

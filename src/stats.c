@@ -428,13 +428,16 @@ static void json_report(out_t *o, const alloc_stats_t *s)
 
 /* Format and write one report.  `wait`: an explicit call waits for a
  * report in progress; a signal handler must not, and drops its dump. */
-static bool report(int fd, bool json, bool wait)
+static bool report(int fd, bool json, bool wait, _Atomic uint64_t *count)
 {
     while (atomic_flag_test_and_set_explicit(&dumping, memory_order_acquire)) {
         if (!wait)
             return false;
         sched_yield();
     }
+    /* Counted before the figures are read: a dump shows itself. */
+    if (count != NULL)
+        atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
     out_t o = { report_buf, 0, sizeof report_buf };
     stats_fill(&report_stats);
     if (json)
@@ -453,12 +456,12 @@ const char *alloc_version(void)
 
 void alloc_stats_print(int fd)
 {
-    report(fd, false, true);
+    report(fd, false, true, NULL);
 }
 
 void alloc_stats_print_json(int fd)
 {
-    report(fd, true, true);
+    report(fd, true, true, NULL);
 }
 
 /* ---- the signal dump and the report at exit --------------------------- */
@@ -500,12 +503,12 @@ static int stderr_fd(void)
  * report, never held: a daemon that closes every descriptor, or reuses
  * their numbers, neither loses its reports nor finds them in a file of
  * its own.  open(2) and close(2) are async-signal-safe. */
-static bool dump(bool wait)
+static bool dump(bool wait, _Atomic uint64_t *count)
 {
     int fd = stats_path[0] != '\0'
                  ? open(stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
     bool done = report(fd >= 0 ? fd : stderr_fd(), shoal_opt(ALLOC_OPTION_STATS_JSON) != 0,
-                       wait);
+                       wait, count);
     if (fd >= 0)
         close(fd);
     return done;
@@ -515,9 +518,7 @@ static void on_signal(int sig)
 {
     (void)sig;
     int saved = errno;
-    if (dump(false))
-        atomic_fetch_add_explicit(&n_dumps, 1, memory_order_relaxed);
-    else
+    if (!dump(false, &n_dumps))
         atomic_fetch_add_explicit(&n_skipped, 1, memory_order_relaxed);
     errno = saved;
 }
@@ -571,5 +572,5 @@ __attribute__((constructor(101))) static void stats_start(void)
 __attribute__((destructor)) static void stats_exit(void)
 {
     if (shoal_opt(ALLOC_OPTION_SHOW_STATS))
-        dump(true);
+        dump(true, NULL);
 }

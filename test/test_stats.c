@@ -377,6 +377,15 @@ static void test_stats_file_not_held(void **state)
     struct stat grown;
     assert_int_equal(stat(file, &grown), 0);
     assert_true(grown.st_size > want.st_size);
+    /* The dump counts itself: its "dumps" is the count with it. */
+    size_t len;
+    char *text = read_file(file, &len);
+    char *last = NULL;
+    for (char *at = strstr(text, "\"dumps\":"); at != NULL; at = strstr(at + 1, "\"dumps\":"))
+        last = at;
+    assert_non_null(last);
+    assert_int_equal(strtoul(last + 8, NULL, 10), after.dumps);
+    (void)len;
 }
 
 int main(void)

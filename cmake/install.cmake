@@ -8,6 +8,7 @@
 #   lib/cmake/shoal/                find_package(shoal): shoal::shoal,
 #                                   shoal::shoal_static
 #   bin/shoal-run                   runs a command with libshoal preloaded
+#   share/man/man3/shoal.3, man1/shoal-run.1   the manual pages
 #
 # (lib/ stands for CMAKE_INSTALL_LIBDIR.)  Every installed file finds the
 # others by relative paths, so the tree can be installed with any
@@ -106,6 +107,16 @@ foreach(pc shoal shoal-static)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/${pc}.pc.in
                  ${CMAKE_CURRENT_BINARY_DIR}/install/${pc}.pc @ONLY)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/install/${pc}.pc DESTINATION ${SHOAL_PKGCONFIG_DIR})
+endforeach()
+
+# ---- manual pages -----------------------------------------------------------
+
+foreach(page shoal.3 shoal-run.1)
+  configure_file(${PROJECT_SOURCE_DIR}/man/${page}.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/install/${page} @ONLY)
+  string(REGEX REPLACE ".*\\." "" _section "${page}")
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/install/${page}
+          DESTINATION ${CMAKE_INSTALL_MANDIR}/man${_section})
 endforeach()
 
 # ---- shoal-run -------------------------------------------------------------

@@ -10,6 +10,7 @@ packages=(
   python3 git sqlite3 redis-server redis-tools     # real programs under shoal
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 # benchmark peers
   time procps valgrind python3-matplotlib          # measurement, charts
+  man-db                                           # the manual pages (install test)
 )
 
 missing=()

@@ -5,7 +5,8 @@
 # somewhere else (it must not depend on where it was installed), and
 # then uses it as another project would:
 #   - the files are there: header, libshoal.so with its soname links,
-#     libshoal.a, shoal.pc, shoal-static.pc, the CMake package, shoal-run;
+#     libshoal.a, shoal.pc, shoal-static.pc, the CMake package, shoal-run,
+#     the manual pages (which must render without warnings);
 #   - pkg-config: a program built with `pkg-config --cflags --libs shoal`
 #     links libshoal.so, one built with shoal-static links libshoal.a;
 #   - find_package(shoal): a CMake project links shoal::shoal and
@@ -26,8 +27,15 @@ p=$work/moved
 pc=$(find "$p" -name shoal.pc -path '*/pkgconfig/*' | head -1)
 [ -n "$pc" ] || fail "no shoal.pc installed"
 libdir=$(dirname "$(dirname "$pc")")
-for f in include/shoal.h bin/shoal-run; do
+for f in include/shoal.h bin/shoal-run share/man/man3/shoal.3 share/man/man1/shoal-run.1; do
     [ -f "$p/$f" ] || fail "$f not installed"
+done
+# The manual pages render, without warnings, and name this version.
+for page in share/man/man3/shoal.3 share/man/man1/shoal-run.1; do
+    out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$p/$page" 2>&1 >/dev/null) ||
+        fail "man $page failed"
+    [ -z "$out" ] || fail "man $page warns: $out"
+    grep -q "\"shoal [0-9]" "$p/$page" || fail "$page names no version"
 done
 for f in libshoal.so libshoal.so.0 libshoal.a pkgconfig/shoal-static.pc \
          cmake/shoal/shoal-config.cmake cmake/shoal/shoal-config-version.cmake \

@@ -1,4 +1,5 @@
-/* heap.c - per-thread heaps: page queues, full pages, abandonment.
+/* heap.c - per-thread heaps: page queues, full pages, parking and
+ * abandonment (docs/design.md, "The life cycle of pages and heaps").
  *
  * Remote frees into full pages.  A page on its owner's full list is never
  * looked at by the owner, so the first remote free into it must say so.
@@ -14,12 +15,15 @@
  * A pusher moves it 0 -> 1, reads page->heap, pushes, moves it 1 -> 2;
  * whoever pops the page sets it to 0.  The owner marks a page FULL only
  * while it is 0, and gives a page back to the pool only while it is 0, so
- * a link is never reused while it is on a stack.  When a thread exits it
- * first withdraws (page->heap = NULL), then waits for every page to leave
+ * a link is never reused while it is on a stack.  A heap parked at its
+ * thread's exit keeps its pages, and so their notifications: whoever
+ * pops it next (a new thread, or the purge pass) owns it and takes them.
+ * When the purge pass dismantles a parked heap (heap_abandon) it first
+ * withdraws (page->heap = NULL), then waits for every page to leave
  * state 1, then drains its notify stack: with sequentially consistent
  * order on both sides either the pusher saw NULL and pushes nowhere, or
- * the exiting thread sees the 1 and waits for the push to land before it
- * drains.  So no notification ever reaches a heap that no thread owns.
+ * the dismantler sees the 1 and waits for the push to land before it
+ * drains.  So no notification reaches a heap after its pages have gone.
  */
 #include "heap.h"
 

@@ -8,10 +8,12 @@
  * moves them back at once, a remote free tells the owner through the
  * heap's notify stack (see heap.c for the protocol).
  *
- * A thread's heap is created at its first allocation and abandoned when
- * the thread exits: pages with live blocks go on a global stack that live
- * threads adopt from, empty ones go back to the pool, and the heap struct
- * is kept for the next thread.  Heap structs are never unmapped.
+ * A thread's heap is created at its first allocation and parked whole
+ * when the thread exits, for the next thread to take over.  One parked
+ * for a purge delay is dismantled: pages with live blocks go on the
+ * abandoned stack of their class, which live threads adopt from, empty
+ * ones go back to the pool, and the struct waits for the next thread.
+ * Heap structs are never unmapped.
  */
 #ifndef SHOAL_HEAP_H
 #define SHOAL_HEAP_H

@@ -33,7 +33,7 @@ echo "ok"
 
 step "building shoal (build/libshoal.so)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-cmake --build build || exit 1
+cmake --build build --target shoal >/dev/null || exit 1     # only what the demo runs
 lib="$root/build/libshoal.so"
 bench/run --build-only || exit 1
 
@@ -85,5 +85,6 @@ fi
 
 step "done"
 echo "tables: bench/results/latest/summary.md   charts: bench/results/latest/charts/"
+echo "reading the dump: docs/stats.md"
 [ "$bench_status" -eq 0 ] || echo "demo: some benchmark runs failed (listed above under 'Failed runs')"
 [ "$bench_status" -eq 0 ] && [ "$dump_status" -eq 0 ]

@@ -58,15 +58,21 @@ static uint64_t run_starts(uint64_t m, unsigned order)
     return m & starts[order];
 }
 
-/* Best fit among `among`, a subset of the free runs `cand`: prefer a
- * block whose buddy is taken, so free buddies stay together for larger
+/* Of the free runs `cand` of 2^order slots, those whose buddy is taken:
+ * best fit takes these first, so free buddies stay together for larger
  * requests. */
-static unsigned pick(uint64_t cand, uint64_t among, unsigned order)
+static uint64_t lone_runs(uint64_t cand, unsigned order)
 {
     unsigned s = 1u << order;
     uint64_t parent = starts[order + 1];
     uint64_t buddy_free = ((cand & parent) << s) | ((cand >> s) & parent);
-    uint64_t lone = among & ~buddy_free;
+    return cand & ~buddy_free;
+}
+
+/* Best fit among `among`, a subset of the free runs `cand`. */
+static unsigned pick(uint64_t cand, uint64_t among, unsigned order)
+{
+    uint64_t lone = among & lone_runs(cand, order);
     return (unsigned)__builtin_ctzll(lone ? lone : among);
 }
 
@@ -234,12 +240,12 @@ static enum claim_result claim_at(size_t i, unsigned order, unsigned max_slots,
         } else {
             /* Warm slots first, each kind taking lone slots (whose buddy
              * is taken) before halves of free pairs. */
-            uint64_t lone = cand & ~(((cand & starts[1]) << 1) | ((cand >> 1) & starts[1]));
+            uint64_t lone = lone_runs(cand, 0);
             const uint64_t pref[4] = { warm & lone, warm, lone, cand };
+            unsigned left = max_slots;
             mask = 0;
             for (unsigned k = 0; k < 4; k++)
-                for (uint64_t m = pref[k] & ~mask; m != 0 && (unsigned)__builtin_popcountll(mask) < max_slots;
-                     m &= m - 1)
+                for (uint64_t m = pref[k] & ~mask; m != 0 && left != 0; m &= m - 1, left--)
                     mask |= m & -m;
         }
     } while (!occupy(sp, &occ, mask));
@@ -274,8 +280,8 @@ static unsigned claim(unsigned order, unsigned max_slots, shoal_span_t *out)
         if (i < 0) {
             if (warm_only && shoal_opt(ALLOC_OPTION_VERBOSE))
                 shoal_warning("no room under MAX_MEMORY for a block of %u KiB (%zu committed, "
-                              "MAX_MEMORY %ld)", (64u << order) * (max_slots ? max_slots : 1),
-                              shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
+                              "MAX_MEMORY %ld)", 64u << order, shoal_commit_charged(),
+                              shoal_opt(ALLOC_OPTION_MAX_MEMORY));
             if (warm_only || !grow(n)) {
                 errno = ENOMEM;
                 return 0;

@@ -89,7 +89,7 @@ SHOAL_API const char *alloc_version(void);
  * struct only ever grows at its end, and `version` says which fields a
  * library filled in (a program built against an older shoal.h passes its
  * smaller size and gets the fields it knows).  Byte figures are bytes. */
-#define ALLOC_STATS_VERSION 3
+#define ALLOC_STATS_VERSION 4
 #define ALLOC_STATS_CLASSES 80
 
 typedef struct alloc_class_stats_s {
@@ -147,10 +147,15 @@ typedef struct alloc_stats_s {
     size_t huge_live_peak, huge_live_bytes_peak, huge_cached_peak, huge_cached_bytes_peak;
     size_t heaps_abandoned_pages_peak;
     alloc_class_peaks_t class_peaks[ALLOC_STATS_CLASSES];
+    /* Version 4: blocks freed by a thread that does not own them and not
+     * yet back on their page: in the freeing heap's outbox (at most
+     * 64 KiB a heap) or in the owner's inbox. */
+    size_t remote_in_flight;
 } alloc_stats_t;
 
 /* The size of a version 2 alloc_stats_t, the smallest accepted. */
 #define ALLOC_STATS_SIZE_V2 offsetof(alloc_stats_t, allocated_peak)
+#define ALLOC_STATS_SIZE_V3 offsetof(alloc_stats_t, remote_in_flight)
 
 /* 0, or EINVAL if st is NULL or st->size is too small. */
 SHOAL_API int  alloc_stats_get(alloc_stats_t *st);

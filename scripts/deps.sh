@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config     # build
   clang libclang-rt-14-dev                         # TSan, ASan, UBSan, libFuzzer
-  libck-dev libcmocka-dev                          # ConcurrencyKit, unit tests
+  libck-dev liburcu-dev libcmocka-dev              # ConcurrencyKit, liburcu, unit tests
   python3 git sqlite3 redis-server redis-tools     # real programs under shoal
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 # benchmark peers
   time procps valgrind python3-matplotlib          # measurement, charts

@@ -6,8 +6,9 @@
  * empty page whose free list is NULL).
  * free fast path: one byte from the chunk map says the pointer is in a
  * pool superpage; mask to the superpage, index the slot descriptor, and
- * if this thread owns the page push onto its local list.  Other owners
- * get a remote push (one CAS).
+ * if this thread owns the page push onto its local list.  A block of
+ * another heap waits in this thread's outbox (no atomic operation; see
+ * thread/remote.h).
  */
 #include "shoal.h"
 

@@ -235,6 +235,7 @@ static void stats_fill(alloc_stats_t *st)
     st->heaps_abandoned_pages_peak = peak_of(&peak_abandoned);
     st->pages_adopted = heaps->adopted;
     st->remote_frees = heaps->remote_frees;
+    st->remote_in_flight = (size_t)(heaps->remote_frees - heaps->remote_received);
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         st->minor_faults = (uint64_t)ru.ru_minflt;
         st->major_faults = (uint64_t)ru.ru_majflt;
@@ -258,7 +259,7 @@ int alloc_stats_get(alloc_stats_t *st)
     } else {
         alloc_stats_t full;
         stats_fill(&full);
-        full.version = 2;
+        full.version = size >= ALLOC_STATS_SIZE_V3 ? 3 : 2;
         memcpy(st, &full, size);
     }
     st->size = size;
@@ -346,10 +347,10 @@ static void text_report(out_t *o, const alloc_stats_t *s)
         human(a, sizeof a, s->huge_cached_bytes), s->huge_cached_peak,
         human(b, sizeof b, s->huge_cached_bytes_peak));
     put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
-           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees\n",
+           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees (%zu in flight)\n",
         s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
         (unsigned long)s->heaps_exited, s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees);
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight);
     put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
         (unsigned long)s->major_faults);
     put(o, "                                            live                    "
@@ -402,10 +403,10 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         s->huge_cached_bytes_peak);
     put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
            "\"abandoned_pages\":%zu,\"abandoned_pages_peak\":%zu,\"pages_adopted\":%lu,"
-           "\"remote_frees\":%lu},",
+           "\"remote_frees\":%lu,\"remote_in_flight\":%zu},",
         s->heaps_live, (unsigned long)s->heaps_created, (unsigned long)s->heaps_exited,
         s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees);
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight);
     put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
         (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
         (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);

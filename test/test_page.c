@@ -11,8 +11,6 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,15 +23,6 @@
 
 #include "test_util.h"
 
-#ifdef UNDER_TSAN
-#define REMOTE_ROUNDS 6
-#define MARK_ROUNDS 300
-#else
-#define REMOTE_ROUNDS 40
-#define MARK_ROUNDS 3000
-#endif
-
-#define PUSHERS 3
 #define MAX_BLOCKS 4096         /* 64 KiB of 16-byte blocks */
 
 /* ---- a page on a fresh span ------------------------------------------- */
@@ -108,13 +97,6 @@ static void local_free(shoal_page_t *pg, void *p)
     b->link = shoal_encode(pg, pg->local_free);
     pg->local_free = b;
     pg->used--;
-}
-
-/* What a free from another thread does. */
-static bool remote_free(shoal_page_t *pg, shoal_block_t *b)
-{
-    b->freed = shoal_freed_mark(pg);
-    return shoal_page_remote_push(pg, b);
 }
 
 static size_t list_length(const shoal_page_t *pg, const shoal_block_t *b)
@@ -219,7 +201,6 @@ static void test_carve_every_class(void **state)
         assert_int_equal(pg->used, 0);
         assert_null(pg->free);
         assert_null(pg->local_free);
-        assert_int_equal(atomic_load(&pg->remote_free), 0);
         assert_int_equal(pg->slot_offset, 0);
         for (unsigned i = 1; i < (1u << order); i++) {
             assert_int_equal(pg[i].kind, SHOAL_SLOT_TAIL);
@@ -341,244 +322,12 @@ static void test_dirty_span_not_zero(void **state)
     page_close(&t);
 }
 
-/* ---- remote frees ----------------------------------------------------- */
-
-typedef struct pusher_arg_s {
-    shoal_page_t *pg;
-    void **blocks;
-    size_t n;
-    unsigned id;
-    size_t bsize;
-    _Atomic unsigned *done;
-    _Atomic unsigned *notified;
-} pusher_arg_t;
-
-static _Atomic long page_failures;
-
-static void *pusher(void *arg)
-{
-    pusher_arg_t *a = arg;
-    /* Blocks i, i + PUSHERS, ... are ours. */
-    for (size_t i = a->id; i < a->n; i += PUSHERS) {
-        unsigned char *b = a->blocks[i];
-        /* The owner's pattern is visible here (pthread_create). */
-        if (!block_filled(b, a->bsize, 3, i, 0))
-            atomic_fetch_add(&page_failures, 1);
-        /* Our mark, after the link word: the owner checks it after collect. */
-        b[sizeof(shoal_block_t)] = (unsigned char)(0xc0 + a->id);
-        if (remote_free(a->pg, (shoal_block_t *)b))
-            atomic_fetch_add(a->notified, 1);
-        if (i % 64 == 0)
-            sched_yield();
-    }
-    atomic_fetch_add(a->done, 1);
-    return NULL;
-}
-
-/* Three threads push every block of a full page while the owner collects
- * in a loop: every block comes back exactly once, `used` drops by what
- * each collect took, and the pushers' writes are visible to the owner.
- * Rounds alternate between a page marked FULL (exactly one push reports
- * it) and an unmarked one (no push reports anything). */
-static void test_remote_frees_all_collected(void **state)
-{
-    (void)state;
-    static void *blocks[MAX_BLOCKS];
-    static unsigned char seen[MAX_BLOCKS];
-    test_page_t t;
-    page_open(&t, 3);                               /* 64-byte blocks */
-    shoal_page_t *pg = t.pg;
-    size_t bsize = pg->block_size;
-    size_t n = pg->reserved;
-    for (int round = 0; round < REMOTE_ROUNDS; round++) {
-        /* Owner: take every block and fill it. */
-        size_t k = 0;
-        for (;;) {
-            shoal_block_t *b = pop(pg);
-            if (b == NULL) {
-                if (pg->capacity == pg->reserved)
-                    break;
-                shoal_page_extend(pg);
-                continue;
-            }
-            size_t idx = block_index(&t, b);
-            blocks[idx] = b;
-            fill_block(b, bsize, 3, idx, 0);
-            k++;
-        }
-        assert_int_equal(k, n);
-        assert_int_equal(pg->used, n);
-        bool marked = round % 2 == 1;
-        if (marked) {
-            uintptr_t empty = 0;
-            assert_true(atomic_compare_exchange_strong(&pg->remote_free, &empty,
-                                                       SHOAL_REMOTE_FULL));
-        }
-
-        _Atomic unsigned done = 0, notified = 0;
-        pthread_t th[PUSHERS];
-        pusher_arg_t args[PUSHERS];
-        for (unsigned i = 0; i < PUSHERS; i++) {
-            args[i] = (pusher_arg_t){ pg, blocks, n, i, bsize, &done, &notified };
-            assert_int_equal(pthread_create(&th[i], NULL, pusher, &args[i]), 0);
-        }
-        /* Owner: collect while they push. */
-        for (;;) {
-            bool last = atomic_load(&done) == PUSHERS;
-            uint32_t before = pg->used;
-            shoal_page_collect(pg);
-            assert_true(pg->used <= before);
-            assert_int_equal(list_length(pg, pg->free), n - pg->used);
-            if (pg->used == 0 || last)
-                break;
-            sched_yield();
-        }
-        for (unsigned i = 0; i < PUSHERS; i++)
-            pthread_join(th[i], NULL);
-        assert_int_equal(atomic_load(&page_failures), 0);
-        assert_int_equal(pg->used, 0);
-        assert_int_equal(atomic_load(&pg->remote_free), 0);
-        assert_int_equal(atomic_load(&notified), marked ? 1 : 0);
-
-        /* Every block once, each with its pusher's mark and the rest of
-         * the owner's pattern. */
-        memset(seen, 0, sizeof seen);
-        size_t m = 0;
-        for (shoal_block_t *b = pg->free; b != NULL; b = next_of(pg, b)) {
-            size_t idx = block_index(&t, b);
-            assert_int_equal(seen[idx], 0);
-            seen[idx] = 1;
-            unsigned char *c = (unsigned char *)b;
-            assert_int_equal(c[sizeof(shoal_block_t)], 0xc0 + idx % PUSHERS);
-            assert_true(block_filled(b, bsize, 3, idx, sizeof(shoal_block_t) + 1));
-            m++;
-        }
-        assert_int_equal(m, n);
-    }
-    page_close(&t);
-}
-
-/* The FULL mark, one thread: the first push after the mark says so, the
- * ones after it do not; a collect with only the mark leaves it alone. */
-static void test_full_mark_single(void **state)
-{
-    (void)state;
-    test_page_t t;
-    page_open(&t, 0);
-    shoal_page_t *pg = t.pg;
-    shoal_page_extend(pg);
-    shoal_block_t *b[4];
-    for (int i = 0; i < 4; i++)
-        assert_non_null(b[i] = pop(pg));
-    assert_int_equal(pg->used, 4);
-
-    assert_true(pg->free_is_zero);                  /* a fresh span */
-
-    /* No mark: no push reports. */
-    assert_false(remote_free(pg, b[0]));
-    assert_false(remote_free(pg, b[1]));
-    shoal_page_collect(pg);
-    assert_int_equal(pg->used, 2);
-    assert_false(pg->free_is_zero);                 /* remote frees hold old data */
-    assert_int_equal(atomic_load(&pg->remote_free), 0);
-
-    /* Marked with nothing pending: collect keeps the mark. */
-    atomic_store(&pg->remote_free, SHOAL_REMOTE_FULL);
-    shoal_page_collect(pg);
-    assert_int_equal(atomic_load(&pg->remote_free), SHOAL_REMOTE_FULL);
-    assert_int_equal(pg->used, 2);
-
-    /* The first push takes the mark off and reports it, once. */
-    assert_true(remote_free(pg, b[2]));
-    assert_int_equal(atomic_load(&pg->remote_free), (uintptr_t)b[2]);
-    assert_null(next_of(pg, b[2]));                 /* the mark is not a link */
-    assert_false(remote_free(pg, b[3]));
-    assert_ptr_equal(next_of(pg, b[3]), b[2]);
-    shoal_page_collect(pg);
-    assert_int_equal(pg->used, 0);
-    assert_int_equal(atomic_load(&pg->remote_free), 0);
-    assert_int_equal(list_length(pg, pg->free), pg->capacity);
-
-    /* Marked again, it reports again. */
-    shoal_block_t *c = pop(pg);
-    atomic_store(&pg->remote_free, SHOAL_REMOTE_FULL);
-    assert_true(remote_free(pg, c));
-    shoal_page_collect(pg);
-    assert_int_equal(pg->used, 0);
-    page_close(&t);
-}
-
-/* The FULL mark under contention: in each round the owner marks the page
- * and three threads push two blocks each at the same moment; exactly one
- * push reports the mark, and all six blocks are collected. */
-typedef struct mark_arg_s {
-    shoal_page_t *pg;
-    pthread_barrier_t *bar;
-    shoal_block_t *(*slots)[2];
-    unsigned id;
-    _Atomic unsigned *reported;
-} mark_arg_t;
-
-static void *mark_pusher(void *arg)
-{
-    mark_arg_t *a = arg;
-    for (int r = 0; r < MARK_ROUNDS; r++) {
-        pthread_barrier_wait(a->bar);               /* blocks handed out, page marked */
-        for (int j = 0; j < 2; j++)
-            if (remote_free(a->pg, a->slots[a->id][j]))
-                atomic_fetch_add(&a->reported[r], 1);
-        pthread_barrier_wait(a->bar);               /* pushes done */
-    }
-    return NULL;
-}
-
-static void test_full_mark_concurrent(void **state)
-{
-    (void)state;
-    static _Atomic unsigned reported[MARK_ROUNDS];
-    shoal_block_t *slots[PUSHERS][2];
-    pthread_barrier_t bar;
-    test_page_t t;
-    page_open(&t, 1);
-    shoal_page_t *pg = t.pg;
-    shoal_page_extend(pg);
-    assert_int_equal(pthread_barrier_init(&bar, NULL, PUSHERS + 1), 0);
-    pthread_t th[PUSHERS];
-    mark_arg_t args[PUSHERS];
-    for (unsigned i = 0; i < PUSHERS; i++) {
-        args[i] = (mark_arg_t){ pg, &bar, slots, i, reported };
-        assert_int_equal(pthread_create(&th[i], NULL, mark_pusher, &args[i]), 0);
-    }
-    for (int r = 0; r < MARK_ROUNDS; r++) {
-        for (unsigned i = 0; i < PUSHERS; i++)
-            for (int j = 0; j < 2; j++)
-                assert_non_null(slots[i][j] = pop(pg));
-        assert_int_equal(pg->used, 2 * PUSHERS);
-        uintptr_t empty = 0;
-        assert_true(atomic_compare_exchange_strong(&pg->remote_free, &empty,
-                                                   SHOAL_REMOTE_FULL));
-        pthread_barrier_wait(&bar);
-        pthread_barrier_wait(&bar);
-        assert_int_equal(atomic_load(&reported[r]), 1);
-        shoal_page_collect(pg);
-        assert_int_equal(pg->used, 0);
-        assert_int_equal(atomic_load(&pg->remote_free), 0);
-    }
-    for (unsigned i = 0; i < PUSHERS; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&bar);
-    page_close(&t);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_start_every_offset),
         cmocka_unit_test(test_carve_every_class),
         cmocka_unit_test(test_dirty_span_not_zero),
-        cmocka_unit_test(test_remote_frees_all_collected),
-        cmocka_unit_test(test_full_mark_single),
-        cmocka_unit_test(test_full_mark_concurrent),
     };
     /* TEST_FILTER=name runs the tests whose names match (a glob). */
     if (getenv("TEST_FILTER") != NULL)

@@ -69,8 +69,6 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
     pg->idle_sweeps = 0;
-    atomic_store_explicit(&pg->in_notify, 0, memory_order_relaxed);
-    atomic_store_explicit(&pg->remote_free, 0, memory_order_relaxed);
     pg->next = pg->prev = NULL;
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
@@ -118,66 +116,20 @@ void shoal_page_extend(shoal_page_t *pg)
                           memory_order_relaxed);
 }
 
-bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b)
-{
-    uintptr_t old = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
-    do {
-        b->link = shoal_encode(pg, (shoal_block_t *)(old & ~SHOAL_REMOTE_FULL));
-        /* Release: the block's contents and its link are written before
-         * the owner can take the list (its exchange is acquire).  The new
-         * value drops the FULL mark: exactly one pusher sees it set and
-         * tells the owner.  A Treiber push with a take-all consumer has no
-         * ABA: nothing is ever popped singly. */
-    } while (!atomic_compare_exchange_weak_explicit(&pg->remote_free, &old, (uintptr_t)b,
-                                                    memory_order_release,
-                                                    memory_order_relaxed));
-    return (old & SHOAL_REMOTE_FULL) != 0;
-}
-
-/* Put list (n blocks, ending at tail) in front of `free`. */
-static void prepend(shoal_page_t *pg, shoal_block_t *list, shoal_block_t *tail)
-{
-    tail->link = shoal_encode(pg, pg->free);
-    pg->free = list;
-    pg->free_is_zero = 0;       /* freed blocks hold old data */
-}
-
-static shoal_block_t *last_of(const shoal_page_t *pg, shoal_block_t *b, uint32_t *n)
-{
-    shoal_block_t *next;
-    *n = 1;
-    while ((next = shoal_decode(pg, b->link)) != NULL) {
-        b = next;
-        ++*n;
-    }
-    return b;
-}
-
+/* Put local_free in front of `free`. */
 void shoal_page_collect(shoal_page_t *pg)
 {
-    uint32_t n;
-    if (pg->local_free != NULL) {
-        if (pg->free == NULL) {             /* the usual case: no walk */
-            shoal_page_take_local(pg);
-        } else {
-            prepend(pg, pg->local_free, last_of(pg, pg->local_free, &n));
-            pg->local_free = NULL;
-        }
-    }
-    shoal_page_collect_remote(pg);
-}
-
-void shoal_page_collect_remote(shoal_page_t *pg)
-{
-    uint32_t n;
-    uintptr_t r = atomic_load_explicit(&pg->remote_free, memory_order_relaxed);
-    if ((r & ~SHOAL_REMOTE_FULL) == 0)
+    shoal_block_t *tail = pg->local_free, *next;
+    if (tail == NULL)
         return;
-    /* Acquire pairs with the pushers' release: their writes to the blocks
-     * are visible before we reuse them.  A set FULL mark cannot be here:
-     * the list is not empty, and the push that made it so cleared it. */
-    r = atomic_exchange_explicit(&pg->remote_free, 0, memory_order_acquire);
-    shoal_block_t *list = (shoal_block_t *)r;
-    prepend(pg, list, last_of(pg, list, &n));
-    pg->used -= n;
+    if (pg->free == NULL) {             /* the usual case: no walk */
+        shoal_page_take_local(pg);
+        return;
+    }
+    while ((next = shoal_decode(pg, tail->link)) != NULL)
+        tail = next;
+    tail->link = shoal_encode(pg, pg->free);
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+    pg->free_is_zero = 0;       /* freed blocks hold old data */
 }

@@ -8,17 +8,18 @@
  *
  * Free lists of a page:
  *   free         blocks ready to hand out (the malloc fast path pops here)
- *   local_free   blocks the owning thread freed (the free fast path pushes)
- *   remote_free  blocks other threads freed: an atomic LIFO, collected by
- *                the owner all at once
+ *   local_free   blocks the owner freed, or got back from other threads
+ *                (they send them to the owner heap: src/thread/remote.h)
  * `used` counts blocks that are neither on `free` nor on `local_free`: out
- * with a user, or on remote_free.  So used == 0 means no block of the page
- * is anywhere but with the owner, and the page can go back to the pool.
+ * with a user, or on their way back from another thread.  So used == 0
+ * means no block of the page is anywhere but with the owner, and the
+ * page can go back to the pool.  Only the holder of the page's heap
+ * touches the lists and `used`: no field of a page is written by a
+ * thread that frees into it from outside.
  */
 #ifndef SHOAL_PAGE_H
 #define SHOAL_PAGE_H
 
-#include <ck_stack.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include "layout.h"
@@ -47,10 +48,6 @@ enum shoal_slot_kind {
     SHOAL_SLOT_META,      /* slot 0: the superpage header */
 };
 
-/* Low bit of remote_free: the owner moved the page to its full list and
- * wants to hear about the next remote free (see heap.c). */
-#define SHOAL_REMOTE_FULL ((uintptr_t)1)
-
 typedef struct shoal_page_s {
     /* Owner-only, hot. */
     shoal_block_t *free;
@@ -77,18 +74,16 @@ typedef struct shoal_page_s {
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
     uint8_t fresh_zero;         /* blocks not yet carved read as zero */
     uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
-    _Atomic uint8_t in_notify;  /* linked on some heap's notify stack */
-    _Atomic uintptr_t remote_free;
-    _Atomic(struct shoal_heap_s *) heap;      /* owner; NULL when abandoned */
+    /* The heap that owns it (the orphanage when its heap was dismantled):
+     * written by that heap's holder, read by any thread that frees into
+     * it, to know where to send the block. */
+    _Atomic(struct shoal_heap_s *) heap;
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
-    struct shoal_page_s *notify_next;         /* link on a notify stack */
-    ck_stack_entry_t abandoned_link;          /* link on the abandoned stack */
     uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
 } __attribute__((aligned(128))) shoal_page_t;
 
-/* A power of two, so finding a descriptor is a shift (shoal_slot_desc);
- * and a page's remote_free word never shares a cache line with another
- * page's. */
+/* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
+ * and no two pages share a cache line. */
 #define SHOAL_DESC_SHIFT 7
 _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
 
@@ -210,16 +205,8 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
     return pg->free;
 }
 
-/* Move local_free and remote_free onto `free` (owner only). */
+/* Move local_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);
-
-/* Only remote_free (owner only): what `used` needs to be exact. */
-void shoal_page_collect_remote(shoal_page_t *pg);
-
-/* Push a block freed by a thread that does not own the page.  Returns
- * true if the page was on its owner's full list and the caller must
- * notify the owner (see heap.c). */
-bool shoal_page_remote_push(shoal_page_t *pg, shoal_block_t *b);
 
 /* The head descriptor and the memory of a span. */
 void *shoal_page_start(const shoal_page_t *pg);

@@ -13,6 +13,7 @@
 
 #include <ck_spinlock.h>
 #include <sched.h>
+#include <stdbool.h>
 #include "layout.h"
 
 #ifdef SHOAL_TSAN
@@ -33,6 +34,15 @@ static inline void shoal_lock(shoal_lock_t *l)
     while (!ck_spinlock_fas_trylock(l))
         sched_yield();
     shoal_tsan_acquire(l);
+}
+
+/* For paths that have something better to do than wait. */
+static inline bool shoal_trylock(shoal_lock_t *l)
+{
+    if (!ck_spinlock_fas_trylock(l))
+        return false;
+    shoal_tsan_acquire(l);
+    return true;
 }
 
 static inline void shoal_unlock(shoal_lock_t *l)

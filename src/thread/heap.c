@@ -1,29 +1,8 @@
-/* heap.c - per-thread heaps: page queues, full pages, parking and
- * abandonment (docs/design.md, "The life cycle of pages and heaps").
- *
- * Remote frees into full pages.  A page on its owner's full list is never
- * looked at by the owner, so the first remote free into it must say so.
- * The owner marks the page FULL in its remote_free word when it moves it
- * to the full list.  The remote free whose push clears that mark (exactly
- * one does) links the page onto the owner's notify stack, and the owner
- * moves the pages it finds there back to their queues.
- *
- * The page's in_notify byte keeps that link safe:
- *   0  idle: the notify link is free
- *   1  a pusher holds the link and is reading the owner to push to
- *   2  linked on a notify stack
- * A pusher moves it 0 -> 1, reads page->heap, pushes, moves it 1 -> 2;
- * whoever pops the page sets it to 0.  The owner marks a page FULL only
- * while it is 0, and gives a page back to the pool only while it is 0, so
- * a link is never reused while it is on a stack.  A heap parked at its
- * thread's exit keeps its pages, and so their notifications: whoever
- * pops it next (a new thread, or the purge pass) owns it and takes them.
- * When the purge pass dismantles a parked heap (heap_abandon) it first
- * withdraws (page->heap = NULL), then waits for every page to leave
- * state 1, then drains its notify stack: with sequentially consistent
- * order on both sides either the pusher saw NULL and pushes nowhere, or
- * the dismantler sees the 1 and waits for the push to land before it
- * drains.  So no notification reaches a heap after its pages have gone.
+/* heap.c - per-thread heaps: page queues, full pages, parking,
+ * dismantling and adoption (docs/design.md, "The life cycle of pages and
+ * heaps").  Blocks that other threads free come back through the heap's
+ * inbox (remote.c); every function here that touches a heap's pages is
+ * called by that heap's holder (heap.h).
  */
 #include "heap.h"
 
@@ -46,21 +25,27 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-/* Pages of exited threads that still hold live blocks, one stack per size
- * class, so that a heap adopts only pages of a class it allocates (a page
- * of a class its new owner never allocates would never be looked at
- * again).  ck_stack's double-width CAS needs 16-byte alignment. */
-static ck_stack_t abandoned[SHOAL_CLASSES] __attribute__((aligned(16))) = {
-    [0 ... SHOAL_CLASSES - 1] = CK_STACK_INITIALIZER,
+/* The orphanage: a heap no thread owns, holding the pages of dismantled
+ * heaps that still have live blocks, one queue per size class (a heap
+ * adopts only pages of a class it allocates: one of a class it never
+ * allocates would keep its free blocks from every thread).  Its holder
+ * is whoever holds orphan_lock, taken with a try on slow paths only:
+ * adoption, and the purge pass, which gives back its pages whose blocks
+ * have all come home.  Its pages' blocks come home through its inbox,
+ * like any heap's. */
+static shoal_heap_t orphans = {
+    .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
+    .inbox = SHOAL_INBOX_INIT(orphans.inbox),
 };
+static shoal_lock_t orphan_lock = SHOAL_LOCK_INIT;
+/* Pages in the orphanage, by class: a look without the lock. */
+static _Atomic size_t orphaned[SHOAL_CLASSES];
+
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
-static _Atomic size_t abandoned_count;
 static _Atomic(shoal_heap_t *) all_heaps;
 static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
-/* Frees by threads that never allocated (and so have no heap), and pages
- * the purger gave back without one. */
+/* Frees by threads that have no heap (their exit handler ran). */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
-static _Atomic uint64_t orphan_pages[SHOAL_CLASSES];
 static _Atomic uint64_t orphan_large_allocs, orphan_large_frees, orphan_large_bytes;
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
@@ -78,6 +63,18 @@ static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
 
 static void thread_exit(void *arg);
 
+/* Put h on the list of every heap (which statistics and fork walk). */
+static void link_heap(shoal_heap_t *h)
+{
+    shoal_heap_t *head = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+    do {
+        h->next_all = head;
+        /* Release: a reader that finds h sees its fields set up. */
+    } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+}
+
 /* ---- process start-up ------------------------------------------------- */
 
 void shoal_process_init(void)
@@ -91,6 +88,7 @@ void shoal_process_init(void)
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
+        link_heap(&orphans);
         atomic_store_explicit(&init_state, 2, memory_order_release);
         return;
     }
@@ -164,105 +162,82 @@ static void full_remove(shoal_heap_t *h, shoal_page_t *pg)
     pg->in_full = 0;
 }
 
-/* Take the FULL mark off a page that is leaving the full list.  If the CAS
- * fails a remote free already took it off. */
-static void clear_full_mark(shoal_page_t *pg)
-{
-    uintptr_t mark = SHOAL_REMOTE_FULL;
-    atomic_compare_exchange_strong_explicit(&pg->remote_free, &mark, 0,
-                                            memory_order_relaxed, memory_order_relaxed);
-}
-
 /* A full page got a block back.  It joins the back of its queue: the head
  * keeps serving mallocs, and a head page that empties stays only while
  * it is the head, so pushing in front of it would strand it. */
 static void unfull(shoal_heap_t *h, shoal_page_t *pg)
 {
     full_remove(h, pg);
-    clear_full_mark(pg);
     queue_push_back(h, pg);
 }
 
-/* Move a page with no free block to the full list.  Fails when remote
- * frees are waiting (the caller collects them) or while the page's
- * notify link is busy (it stays in the queue meanwhile). */
-static bool try_mark_full(shoal_heap_t *h, shoal_page_t *pg)
+/* A page with no free block leaves its queue: nothing looks at it again
+ * until a block comes back (page_freed). */
+static void mark_full(shoal_heap_t *h, shoal_page_t *pg)
 {
-    uintptr_t empty = 0;
-    if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
-        return false;
-    /* Relaxed: the mark carries no data, it only asks the next pusher to
-     * notify; block contents travel with the pushes themselves. */
-    if (!atomic_compare_exchange_strong_explicit(&pg->remote_free, &empty, SHOAL_REMOTE_FULL,
-                                                 memory_order_relaxed, memory_order_relaxed))
-        return false;
     queue_remove(h, pg);
     full_push(h, pg);
-    return true;
 }
 
-/* ---- notifications ---------------------------------------------------- */
+/* ---- blocks freed by other threads ------------------------------------ */
 
-static shoal_page_t *take_notify_stack(shoal_heap_t *h)
+static shoal_heap_t *heap_acquire(void);
+
+/* A block of one of h's pages came home: on the page's local list, as a
+ * free by the owner would put it. */
+static void block_returned(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
-    if (atomic_load_explicit(&h->notify, memory_order_relaxed) == NULL)
-        return NULL;
-    /* Acquire pairs with the pushers' release: the links are visible. */
-    return atomic_exchange_explicit(&h->notify, NULL, memory_order_acquire);
+    b->link = shoal_encode(pg, pg->local_free);
+    pg->local_free = b;
+    /* The orphanage has no full list, and gives its empty pages back in
+     * reclaim_orphans. */
+    if ((--pg->used == 0 || pg->in_full) && h != &orphans)
+        shoal_heap_page_freed(h, pg);
 }
 
-static void take_notifications(shoal_heap_t *h)
+/* Take what h's inbox holds (h's holder only). */
+static void receive(shoal_heap_t *h)
 {
-    shoal_page_t *pg = take_notify_stack(h);
-    while (pg != NULL) {
-        shoal_page_t *next = pg->notify_next;     /* read before the link is freed */
-        atomic_store_explicit(&pg->in_notify, 0, memory_order_seq_cst);
-        if (atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && pg->in_full)
-            unfull(h, pg);
-        pg = next;
-    }
+    shoal_remote_receive(h, block_returned);
 }
 
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
 {
     shoal_heap_t *me = shoal_tl_heap;
-    if (me != &shoal_empty_heap) {
-        shoal_count(&me->stats.frees[pg->size_class], 1);
-        shoal_count(&me->stats.remote_frees, 1);
-    } else if (SHOAL_STATS_ENABLED) {
-        atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
+    if (me == &shoal_empty_heap && !tl_exited) {
+        /* A thread that only frees still sends in batches: it gets a heap
+         * for its outbox (and, if it pops a parked heap that owns pg,
+         * the block is its own). */
+        int saved = errno;
+        me = heap_acquire();
+        errno = saved;
+        if (me == NULL)
+            me = &shoal_empty_heap;
     }
-    if (!shoal_page_remote_push(pg, b)) {
-        /* Into an exited thread's page: the purger can take it back. */
-        if (atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL)
-            shoal_purge_note_free();
+    /* Relaxed: a page changes heaps only under its holder, and a block
+     * sent to the heap it just left is forwarded (remote.h). */
+    shoal_heap_t *dest = atomic_load_explicit(&pg->heap, memory_order_relaxed);
+    if (me == &shoal_empty_heap) {
+        if (SHOAL_STATS_ENABLED) {
+            atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
+        }
+        shoal_remote_send_one(dest, b);
         return;
     }
-    /* We took the FULL mark off: the owner must hear of it.  If the link is
-     * busy, the page is already on its way to the owner, whose pop comes
-     * after our push and so finds the block. */
-    uint8_t idle = 0;
-    if (!atomic_compare_exchange_strong_explicit(&pg->in_notify, &idle, 1,
-                                                 memory_order_seq_cst, memory_order_seq_cst))
-        return;
-    shoal_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_seq_cst);
-    if (h == NULL) {
-        /* Abandoned: whoever adopts the page collects the block. */
-        atomic_store_explicit(&pg->in_notify, 0, memory_order_release);
+    shoal_count(&me->stats.frees[pg->size_class], 1);
+    if (dest == me) {
+        block_returned(me, pg, b);
         return;
     }
-    shoal_page_t *head = atomic_load_explicit(&h->notify, memory_order_relaxed);
-    do {
-        pg->notify_next = head;
-        /* Release: the link is written before the owner can pop it. */
-    } while (!atomic_compare_exchange_weak_explicit(&h->notify, &head, pg,
-                                                    memory_order_release,
-                                                    memory_order_relaxed));
-    /* 1 -> 2, unless the owner popped us already and set 0. */
-    uint8_t pushing = 1;
-    atomic_compare_exchange_strong_explicit(&pg->in_notify, &pushing, 2,
-                                            memory_order_release, memory_order_relaxed);
+    shoal_count(&me->stats.remote_frees, 1);
+    /* A heap no thread holds takes its inbox only in a purge pass, which
+     * cannot reach into our outbox: a block held there would keep its
+     * page from the pool while this thread does other things. */
+    if (!atomic_load_explicit(&dest->live, memory_order_relaxed))
+        shoal_remote_send_one(dest, b);
+    else
+        shoal_remote_hold(me, dest, b, pg->block_size);
 }
 
 /* ---- slots for new pages ---------------------------------------------- */
@@ -445,12 +420,10 @@ void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
 
 /* A page whose blocks are all with the owner: back to the pool, unless it
  * heads its queue (the next malloc of the class takes from it, so it
- * would be claimed again at once) or its notify link is busy. */
+ * would be claimed again at once). */
 static void retire(shoal_heap_t *h, shoal_page_t *pg)
 {
     if (h->pages[pg->size_class] == pg)
-        return;
-    if (atomic_load_explicit(&pg->in_notify, memory_order_acquire) != 0)
         return;
     queue_remove(h, pg);
     release_page(h, pg, TO_CACHE);
@@ -466,43 +439,46 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 
 /* ---- adoption --------------------------------------------------------- */
 
-/* Popping a page off an abandoned stack makes the popper its only holder,
- * as ownership would: the owner-only collect is its to do. */
-static shoal_page_t *pop_abandoned(unsigned cls)
-{
-    ck_stack_entry_t *e = ck_stack_pop_mpmc(&abandoned[cls]);
-    if (e == NULL)
-        return NULL;
-    shoal_page_t *pg = container_of(e, shoal_page_t, abandoned_link);
-    shoal_tsan_acquire(pg);
-    atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
-    return pg;
-}
-
-static void push_abandoned(shoal_page_t *pg)
-{
-    ck_stack_t *stack = &abandoned[pg->size_class];    /* read before the hand-off */
-    atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
-    shoal_tsan_release(pg);
-    ck_stack_push_mpmc(stack, &pg->abandoned_link);
-}
-
 /* Whether a collected page has no block out and can leave. */
-static bool page_unused(shoal_page_t *pg)
+static bool page_unused(const shoal_page_t *pg)
 {
-    return pg->used == 0 && atomic_load_explicit(&pg->in_notify, memory_order_acquire) == 0;
+    return pg->used == 0;
 }
 
-/* Take up to `max` abandoned pages of class `cls` into h, stopping at one
+/* Move pg to the orphanage (holding it and pg's heap). */
+static void orphan(shoal_page_t *pg)
+{
+    atomic_store_explicit(&pg->heap, &orphans, memory_order_relaxed);
+    queue_push_back(&orphans, pg);
+    atomic_fetch_add_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
+}
+
+/* Move pg from the orphanage to h (holding both). */
+static void take_orphan(shoal_heap_t *h, shoal_page_t *pg)
+{
+    queue_remove(&orphans, pg);
+    atomic_fetch_sub_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
+    /* Relaxed: a sender that still reads the orphanage sends there, and
+     * the orphanage's next holder forwards the block to h. */
+    atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+}
+
+/* Take up to `max` orphaned pages of class `cls` into h, stopping at one
  * with room, which goes to the front of its queue (the others, with every
- * block out, to the back); pages whose blocks have all been freed go
- * straight back to the pool.  Returns how many h kept. */
+ * block out, to the back); pages whose blocks have all come home go
+ * straight back to the pool.  Returns how many h kept.  Nothing when
+ * another thread holds the orphanage: it is a slow path's extra, and a
+ * fresh page serves as well. */
 static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
 {
     unsigned n = 0;
     shoal_page_t *pg;
-    while (n < max && (pg = pop_abandoned(cls)) != NULL) {
-        atomic_store_explicit(&pg->heap, h, memory_order_seq_cst);
+    if (atomic_load_explicit(&orphaned[cls], memory_order_relaxed) == 0 ||
+        !shoal_trylock(&orphan_lock))
+        return 0;
+    receive(&orphans);
+    while (n < max && (pg = orphans.pages[cls]) != &shoal_empty_page) {
+        take_orphan(h, pg);
         shoal_page_collect(pg);
         if (page_unused(pg)) {
             release_page(h, pg, TO_CACHE);
@@ -516,6 +492,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
         }
         queue_push_back(h, pg);
     }
+    shoal_unlock(&orphan_lock);
     shoal_count(&h->stats.pages_adopted, n);
     return n;
 }
@@ -537,8 +514,8 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
             found = pg;
         else if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
             carvable = carvable != NULL ? carvable : pg;
-        else if (!try_mark_full(h, pg) && (shoal_page_collect(pg), pg->free != NULL))
-            found = pg;                     /* remote frees just arrived */
+        else
+            mark_full(h, pg);
         pg = next;
     }
     if (found == NULL && carvable != NULL) {
@@ -590,15 +567,15 @@ static void sweep_idle(shoal_heap_t *h)
     if (!h->page_cache_used)
         drain_page_cache(h);
     h->large_cache_used = h->page_cache_used = false;
+    /* Blocks waiting in the outbox go home, and those waiting in the
+     * inbox are taken: then `used` is exact, and a page of a class this
+     * heap no longer allocates, which other threads emptied, is seen. */
+    shoal_remote_send_all(h);
+    receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
-            /* Remote frees lower `used` only when they are collected, and
-             * nothing else collects a page of a class this heap no longer
-             * allocates: without this, one that other threads emptied
-             * would be kept for the life of the thread. */
-            shoal_page_collect_remote(pg);
             if (!page_unused(pg)) {
                 pg->idle_sweeps = 0;
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
@@ -608,8 +585,6 @@ static void sweep_idle(shoal_heap_t *h)
         }
     }
 }
-
-static shoal_heap_t *heap_acquire(void);
 
 shoal_page_t *shoal_heap_find_page(unsigned cls)
 {
@@ -623,7 +598,7 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
         shoal_page_collect(head);
         return head;
     }
-    take_notifications(h);
+    receive(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle(h);
     /* A page ran dry: this thread's live blocks of the class are at a
@@ -662,15 +637,12 @@ static shoal_heap_t *heap_new(void)
     shoal_unlock(&area_lock);
     if (h == NULL)
         return NULL;
-    /* Fresh memory is zero; only the queue heads need values. */
+    /* Fresh memory is zero; only the queue heads and the inbox need
+     * values. */
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
         h->pages[c] = &shoal_empty_page;
-    shoal_heap_t *head = atomic_load_explicit(&all_heaps, memory_order_relaxed);
-    do {
-        h->next_all = head;
-    } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h,
-                                                    memory_order_release,
-                                                    memory_order_relaxed));
+    shoal_inbox_init(&h->inbox);
+    link_heap(h);
     return h;
 }
 
@@ -694,49 +666,33 @@ static shoal_heap_t *heap_acquire(void)
 
 /* Give away everything a parked heap holds: empty pages to the pool (as
  * unused for a purge delay: the heap has been parked that long, or the
- * pass is forced), pages with live blocks to the abandoned stacks (see
- * the protocol at the top). */
-static void heap_abandon(shoal_heap_t *h)
+ * pass is forced), pages with live blocks to the orphanage.  Blocks sent
+ * to h later are forwarded by its next holder (remote.h).  False, and
+ * nothing done, while another thread holds the orphanage. */
+static bool heap_dismantle(shoal_heap_t *h)
 {
-    shoal_page_t *keep = NULL;
-    take_notifications(h);
+    if (!shoal_trylock(&orphan_lock))
+        return false;
+    receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         while (h->pages[c] != &shoal_empty_page) {
             shoal_page_t *pg = h->pages[c];
             queue_remove(h, pg);
             shoal_page_collect(pg);
-            if (page_unused(pg)) {
+            if (page_unused(pg))
                 release_page(h, pg, TO_POOL_IDLE);
-            } else {
-                pg->next = keep;
-                keep = pg;
-            }
+            else
+                orphan(pg);
         }
     }
     while (h->full != NULL) {
         shoal_page_t *pg = h->full;
         full_remove(h, pg);
-        clear_full_mark(pg);
-        pg->next = keep;
-        keep = pg;
+        orphan(pg);
     }
-    for (shoal_page_t *pg = keep; pg != NULL; pg = pg->next)
-        atomic_store_explicit(&pg->heap, NULL, memory_order_seq_cst);
-    for (shoal_page_t *pg = keep; pg != NULL; pg = pg->next)
-        while (atomic_load_explicit(&pg->in_notify, memory_order_seq_cst) == 1)
-            sched_yield();
-    for (shoal_page_t *pg = take_notify_stack(h); pg != NULL;) {
-        shoal_page_t *next = pg->notify_next;
-        atomic_store_explicit(&pg->in_notify, 0, memory_order_seq_cst);
-        pg = next;
-    }
-    while (keep != NULL) {
-        shoal_page_t *pg = keep;
-        keep = pg->next;
-        pg->next = NULL;
-        push_abandoned(pg);
-    }
+    shoal_unlock(&orphan_lock);
     drain_cache(h);
+    return true;
 }
 
 /* The heap's thread is done with it.  The heap is parked whole, pages,
@@ -749,6 +705,7 @@ static void heap_abandon(shoal_heap_t *h)
 static void heap_give_up(shoal_heap_t *h)
 {
     shoal_tl_heap = &shoal_empty_heap;
+    shoal_remote_send_all(h);   /* nothing waits in an outbox nobody holds */
     drain_cache(h);             /* what is not a page is anyone's to reuse */
     h->parked_ms = shoal_os_now_ms();
     atomic_store_explicit(&h->live, 0, memory_order_relaxed);
@@ -773,9 +730,7 @@ void shoal_heap_end_call(void)
         heap_give_up(shoal_tl_heap);
 }
 
-/* Give away what parked heaps hold once they have been parked for a
- * purge delay (all of them with `force`): popping one makes us its only
- * holder, as a thread that takes it over would be. */
+/* Whether a parked heap has anything to dismantle. */
 static bool heap_holds_memory(const shoal_heap_t *h)
 {
     if (h->full != NULL || h->cached != 0 || h->large_cached != 0)
@@ -786,8 +741,12 @@ static bool heap_holds_memory(const shoal_heap_t *h)
     return false;
 }
 
-/* Returns how many parked heaps still hold memory (a later pass will
- * retire them). */
+/* Give away what parked heaps hold once they have been parked for a
+ * purge delay (all of them with `force`): popping one makes us its only
+ * holder, as a thread that takes it over would be.  Every parked heap's
+ * inbox is taken on the way, so blocks sent to a heap no thread holds
+ * come home within a pass.  Returns how many parked heaps still hold
+ * memory (a later pass will retire them). */
 static size_t retire_parked(bool force)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
@@ -798,10 +757,10 @@ static size_t retire_parked(bool force)
     while ((e = ck_stack_pop_mpmc(&free_heaps)) != NULL) {
         h = container_of(e, shoal_heap_t, free_link);
         shoal_tsan_acquire(h);
+        receive(h);
         if (heap_holds_memory(h)) {
-            if (force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay))
-                heap_abandon(h);
-            else
+            bool due = force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
+            if (!due || !heap_dismantle(h))
                 waiting++;
         }
         h->next_parked = keep;
@@ -816,31 +775,32 @@ static size_t retire_parked(bool force)
     return waiting;
 }
 
-static void reclaim_abandoned(void)
+/* Give back the orphanage's pages whose blocks have all come home.
+ * Returns 1 when another thread held it (a later pass looks again). */
+static size_t reclaim_orphans(void)
 {
+    if (!shoal_trylock(&orphan_lock))
+        return 1;
+    receive(&orphans);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        shoal_page_t *keep = NULL, *pg;
-        while ((pg = pop_abandoned(c)) != NULL) {
+        shoal_page_t *pg = orphans.pages[c], *next;
+        for (; pg != &shoal_empty_page; pg = next) {
+            next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (page_unused(pg)) {
-                /* No shoal_purge_note_free: this runs at the start of a
-                 * pass, which sees the slots and comes back for them. */
-                atomic_fetch_sub_explicit(&orphan_pages[c], 1, memory_order_relaxed);
-                unmake_page(pg);
-                release_span(pg);
-            } else {
-                pg->next = keep;
-                keep = pg;
-            }
-        }
-        while ((pg = keep) != NULL) {
-            keep = pg->next;
-            pg->next = NULL;
-            push_abandoned(pg);
+            if (!page_unused(pg))
+                continue;
+            queue_remove(&orphans, pg);
+            atomic_fetch_sub_explicit(&orphaned[c], 1, memory_order_relaxed);
+            /* No shoal_purge_note_free: this runs at the start of a pass,
+             * which sees the slots and comes back for them. */
+            shoal_count(&orphans.stats.pages[c], (uint64_t)-1);
+            unmake_page(pg);
+            release_span(pg);
         }
     }
+    shoal_unlock(&orphan_lock);
+    return 0;
 }
-
 
 size_t shoal_heap_reclaim(bool force)
 {
@@ -850,7 +810,7 @@ size_t shoal_heap_reclaim(bool force)
     if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
         return 1;               /* someone else's; a later pass looks again */
     size_t waiting = retire_parked(force);
-    reclaim_abandoned();
+    waiting += reclaim_orphans();
     atomic_flag_clear_explicit(&busy, memory_order_release);
     return waiting;
 }
@@ -869,7 +829,8 @@ void shoal_heap_collect(void)
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap)
         return;
-    take_notifications(h);
+    shoal_remote_send_all(h);
+    receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
@@ -885,13 +846,17 @@ void shoal_heap_collect(void)
     drain_cache(h);
 }
 
+/* The orphan lock is taken only with a try, except here: whoever holds
+ * it lets go without waiting for anything. */
 void shoal_heap_fork_prepare(void)
 {
     shoal_lock(&area_lock);
+    shoal_lock(&orphan_lock);
 }
 
 void shoal_heap_fork_parent(void)
 {
+    shoal_unlock(&orphan_lock);
     shoal_unlock(&area_lock);
 }
 
@@ -901,20 +866,12 @@ void shoal_heap_fork_child(bool locked)
     created_in_parent = created != 0 ? created - 1 : 0;
     if (!locked)
         return;         /* no other thread: nothing was left half done */
-    /* A remote free that was between its push and its notification when
-     * the parent forked left in_notify at 1, and its thread does not exist
-     * here.  The block is on the page's remote list already; only the
-     * notification is lost, which costs the child at most that page. */
-    size_t n = shoal_pool_count();
-    for (size_t i = 0; i < n; i++) {
-        shoal_superpage_t *sp = shoal_pool_superpage(i);
-        for (unsigned s = 1; s < SHOAL_SP_SLOTS; s++) {
-            uint8_t pushing = 1;
-            atomic_compare_exchange_strong_explicit(&sp->pages[s].in_notify, &pushing, 0,
-                                                    memory_order_relaxed,
-                                                    memory_order_relaxed);
-        }
-    }
+    /* A thread that was sending when the parent forked does not exist
+     * here, and may have left an inbox's tail ahead of its last link. */
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all)
+        shoal_remote_fork_child(h);
+    shoal_unlock(&orphan_lock);
     shoal_unlock(&area_lock);
 }
 
@@ -924,8 +881,8 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->live_peak = atomic_load_explicit(&heaps_live_peak, memory_order_relaxed);
     st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
-    st->abandoned_pages = atomic_load_explicit(&abandoned_count, memory_order_relaxed);
-    st->adopted = 0;
+    st->abandoned_pages = 0;
+    st->adopted = st->remote_received = 0;
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     st->large_allocs = atomic_load_explicit(&orphan_large_allocs, memory_order_relaxed);
     st->large_frees = atomic_load_explicit(&orphan_large_frees, memory_order_relaxed);
@@ -933,13 +890,15 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
-        st->pages[c] = atomic_load_explicit(&orphan_pages[c], memory_order_relaxed);
+        st->pages[c] = 0;
+        st->abandoned_pages += atomic_load_explicit(&orphaned[c], memory_order_relaxed);
     }
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all) {
         shoal_heap_counters_t *k = &h->stats;
         st->adopted += shoal_counter_read(&k->pages_adopted);
         st->remote_frees += shoal_counter_read(&k->remote_frees);
+        st->remote_received += shoal_counter_read(&k->remote_received);
         st->large_allocs += shoal_counter_read(&k->large_allocs);
         st->large_frees += shoal_counter_read(&k->large_frees);
         st->large_bytes += shoal_counter_read(&k->large_bytes);

@@ -4,16 +4,21 @@
  * may have free blocks; pages[c] is the queue's head, the page the malloc
  * fast path pops from (a static empty page when the queue is empty, so
  * the fast path needs no NULL test).  Pages with no free block move to a
- * full list so they cost nothing until a block comes back: a local free
- * moves them back at once, a remote free tells the owner through the
- * heap's notify stack (see heap.c for the protocol).
+ * full list so they cost nothing until a block comes back, from a local
+ * free or through the heap's inbox (remote.h).
  *
- * A thread's heap is created at its first allocation and parked whole
+ * A heap has one holder at a time: the thread that owns it, or whoever
+ * popped it from the stack of parked heaps (the next thread, or a purge
+ * pass); only the holder touches its pages' lists, its queues, its
+ * outbox and the taking end of its inbox.
+ *
+ * A thread's heap is created at its first allocation (or its first free
+ * of another heap's block: the outbox is the heap's) and parked whole
  * when the thread exits, for the next thread to take over.  One parked
- * for a purge delay is dismantled: pages with live blocks go on the
- * abandoned stack of their class, which live threads adopt from, empty
- * ones go back to the pool, and the struct waits for the next thread.
- * Heap structs are never unmapped.
+ * for a purge delay is dismantled: pages with live blocks go to the
+ * orphanage, a heap no thread owns, from which live threads adopt them,
+ * empty ones go back to the pool, and the struct waits for the next
+ * thread.  Heap structs are never unmapped.
  */
 #ifndef SHOAL_HEAP_H
 #define SHOAL_HEAP_H
@@ -22,6 +27,7 @@
 #include "../core/counter.h"
 #include "../core/pool.h"
 #include "../core/size_class.h"
+#include "remote.h"
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
@@ -36,6 +42,7 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t frees[SHOAL_CLASSES];       /* blocks freed by this thread */
     shoal_counter_t pages[SHOAL_CLASSES];       /* pages set up minus released */
     shoal_counter_t remote_frees;               /* frees into other heaps' pages */
+    shoal_counter_t remote_received;            /* blocks the inbox gave back */
     shoal_counter_t pages_adopted;
     shoal_counter_t large_allocs, large_frees;  /* large blocks handed out, freed here */
     shoal_counter_t large_bytes;                /* their usable bytes, out minus back */
@@ -45,7 +52,7 @@ typedef struct shoal_heap_s {
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
     shoal_page_t *full;                         /* pages with no free block */
-    _Atomic(shoal_page_t *) notify;             /* full pages that got remote frees */
+    shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
     shoal_span_t large_cache[SHOAL_LARGE_CACHE];        /* freed large blocks */
@@ -59,6 +66,7 @@ typedef struct shoal_heap_s {
     ck_stack_entry_t free_link;                 /* on the stack of parked heaps */
     struct shoal_heap_s *next_parked;           /* a purge pass's list of them */
     _Atomic int live;                           /* owned by a thread now */
+    shoal_inbox_t inbox;                        /* blocks other heaps sent back */
 } shoal_heap_t;
 
 extern shoal_heap_t shoal_empty_heap;
@@ -73,8 +81,8 @@ shoal_page_t *shoal_heap_find_page(unsigned cls);
 /* The owner freed the last block of pg, or freed into a full page. */
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 
-/* A non-owner freed into pg: push and, when the page sits on its
- * owner's full list, notify the owner. */
+/* A thread that does not hold pg's heap freed b (its freed mark set):
+ * on its way to the owner, through the freeing thread's outbox. */
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b);
 
 /* Large blocks (src/core/large.h) through the calling thread's cache of
@@ -134,7 +142,7 @@ size_t shoal_heap_reclaim(bool force);
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
-    uint64_t adopted, remote_frees;
+    uint64_t adopted, remote_frees, remote_received;
     uint64_t large_allocs, large_frees, large_bytes;
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;

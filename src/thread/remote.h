@@ -1,0 +1,89 @@
+/* remote.h - frees of blocks that another heap owns, sent as batched
+ * messages (docs/design.md, "Remote frees").
+ *
+ * A thread that frees a block of a page another heap owns does not touch
+ * the page: it keeps the block in its own heap's outbox, in a batch per
+ * owner, with plain stores.  When the outbox holds SHOAL_OUTBOX_BYTES,
+ * and on the idle sweep, alloc_collect and thread exit, each batch goes
+ * to its owner's inbox as one list: one exchange on the inbox's tail
+ * (liburcu's wait-free concurrent queue, wfcqueue).  The owner's holder
+ * takes its inbox on its slow paths and gives each block back to its
+ * page with plain stores.
+ *
+ * Ownership.  Every block is held by exactly one party at a time: a
+ * user; the freeing heap's outbox (only that heap's holder touches it);
+ * an inbox (from the exchange that links it on, which is the sender's
+ * last touch of the batch, to the dequeue that takes it off, which only
+ * the inbox heap's holder does); or its page's lists (the page's heap's
+ * holder).  A block in an outbox or inbox still counts in its page's
+ * `used`, so the page stays a page, of the same class, the whole time.
+ *
+ * A page may change heaps while blocks are on their way to the old one
+ * (a parked heap is dismantled, an orphaned page is adopted): whoever
+ * takes an inbox forwards a block whose page is no longer that heap's to
+ * the page's heap now.  Only the holder of a heap moves pages away from
+ * it, so that test is stable while the holder looks.
+ */
+#ifndef SHOAL_REMOTE_H
+#define SHOAL_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <urcu/wfcqueue.h>
+#include "../core/layout.h"
+#include "../core/page.h"
+
+#define SHOAL_OUTBOX_SLOTS 16           /* owners an outbox batches for at once */
+#define SHOAL_OUTBOX_BYTES (64 << 10)   /* what it holds before it sends */
+
+/* A batch for one owner: a list of blocks linked through their first
+ * word (a wfcqueue node), `last` the one whose link is NULL. */
+typedef struct shoal_outbox_slot_s {
+    struct shoal_heap_s *dest;
+    struct cds_wfcq_node *first, *last;
+    size_t bytes;
+} shoal_outbox_slot_t;
+
+typedef struct shoal_outbox_s {
+    size_t bytes;                       /* held in all batches */
+    shoal_outbox_slot_t slot[SHOAL_OUTBOX_SLOTS];
+} shoal_outbox_t;
+
+/* The queue head is the holder's and the tail the senders': a line each. */
+typedef struct shoal_inbox_s {
+    struct __cds_wfcq_head head __attribute__((aligned(SHOAL_CACHE_LINE)));
+    bool broken;                        /* a corrupted link stopped it (see remote.c) */
+    struct cds_wfcq_tail tail __attribute__((aligned(SHOAL_CACHE_LINE)));
+} shoal_inbox_t;
+
+/* An empty inbox; for one in static storage: SHOAL_INBOX_INIT(its name). */
+void shoal_inbox_init(shoal_inbox_t *in);
+#define SHOAL_INBOX_INIT(in) { .head = { .node = { NULL } }, .tail = { .p = &(in).head.node } }
+
+/* Keep b (of size `size`, its freed mark already set) in me's outbox for
+ * dest, the heap of its page; sends everything when the outbox is full.
+ * me's holder only. */
+void shoal_remote_hold(struct shoal_heap_s *me, struct shoal_heap_s *dest, shoal_block_t *b,
+                       size_t size);
+
+/* Send every batch of me's outbox (me's holder only). */
+void shoal_remote_send_all(struct shoal_heap_s *me);
+
+/* Send b alone, for a caller with no outbox. */
+void shoal_remote_send_one(struct shoal_heap_s *dest, shoal_block_t *b);
+
+/* What the inbox's holder does with a block of one of its pages. */
+typedef void shoal_remote_apply_fn(struct shoal_heap_s *h, shoal_page_t *pg, shoal_block_t *b);
+
+/* Take h's inbox empty (h's holder only): blocks of h's pages go to
+ * `apply`, others on to their page's heap.  Stops early, leaving the
+ * rest for next time, where a sender has not finished linking.  Returns
+ * the blocks applied. */
+size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_apply_fn *apply);
+
+/* In a fork child (one thread, the others gone mid-operation): cut h's
+ * inbox at the first link a vanished sender left unwritten, so that it
+ * takes blocks again.  The blocks of that batch are lost to the child. */
+void shoal_remote_fork_child(struct shoal_heap_s *h);
+
+#endif

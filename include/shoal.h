@@ -151,6 +151,9 @@ typedef struct alloc_stats_s {
      * yet back on their page: in the freeing heap's outbox (at most
      * 64 KiB a heap) or in the owner's inbox. */
     size_t remote_in_flight;
+    /* Atomic read-modify-writes the remote frees cost: one per batch sent
+     * to an owner, one per owner's inbox taken empty. */
+    uint64_t remote_atomics;
 } alloc_stats_t;
 
 /* The size of a version 2 alloc_stats_t, the smallest accepted. */

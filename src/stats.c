@@ -236,6 +236,7 @@ static void stats_fill(alloc_stats_t *st)
     st->pages_adopted = heaps->adopted;
     st->remote_frees = heaps->remote_frees;
     st->remote_in_flight = (size_t)(heaps->remote_frees - heaps->remote_received);
+    st->remote_atomics = heaps->remote_atomics;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         st->minor_faults = (uint64_t)ru.ru_minflt;
         st->major_faults = (uint64_t)ru.ru_majflt;
@@ -347,10 +348,11 @@ static void text_report(out_t *o, const alloc_stats_t *s)
         human(a, sizeof a, s->huge_cached_bytes), s->huge_cached_peak,
         human(b, sizeof b, s->huge_cached_bytes_peak));
     put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
-           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees (%zu in flight)\n",
+           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees (%zu in flight, %lu atomics)\n",
         s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
         (unsigned long)s->heaps_exited, s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight);
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight,
+        (unsigned long)s->remote_atomics);
     put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
         (unsigned long)s->major_faults);
     put(o, "                                            live                    "
@@ -403,10 +405,11 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         s->huge_cached_bytes_peak);
     put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
            "\"abandoned_pages\":%zu,\"abandoned_pages_peak\":%zu,\"pages_adopted\":%lu,"
-           "\"remote_frees\":%lu,\"remote_in_flight\":%zu},",
+           "\"remote_frees\":%lu,\"remote_in_flight\":%zu,\"remote_atomics\":%lu},",
         s->heaps_live, (unsigned long)s->heaps_created, (unsigned long)s->heaps_exited,
         s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight);
+        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight,
+        (unsigned long)s->remote_atomics);
     put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
         (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
         (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);

@@ -18,7 +18,7 @@ NESTED = {
     "huge": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak", "cached",
              "cached_bytes", "cached_peak", "cached_bytes_peak"],
     "threads": ["heaps_live", "heaps_created", "heaps_exited", "abandoned_pages",
-                "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight"],
+                "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight", "remote_atomics"],
     "faults": ["minor", "major"],
 }
 CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages",

@@ -44,6 +44,35 @@ static void double_free_remote(void)
     pthread_join(t, NULL);
 }
 
+/* The second free comes while the block waits in the freeing thread's
+ * outbox, on its way to its owner. */
+static void *free_twice(void *p)
+{
+    alloc_free(p);
+    alloc_free(p);
+    return NULL;
+}
+
+static void double_free_in_flight(void)
+{
+    pthread_t t;
+    char *p = expected_addr = alloc_malloc(200);
+    pthread_create(&t, NULL, free_twice, p);
+    pthread_join(t, NULL);
+}
+
+/* A write after free into a block on its way home (in this thread's
+ * inbox: the freeing thread's exit sent it) replaces its queue link. */
+static void write_after_remote_free(void)
+{
+    pthread_t t;
+    char *p = expected_addr = alloc_malloc(200);
+    pthread_create(&t, NULL, remote_free, p);
+    pthread_join(t, NULL);
+    *(uintptr_t *)p = (uintptr_t)0x4141414141414140u;
+    alloc_collect(false);       /* takes the inbox */
+}
+
 static void double_free_medium(void)
 {
     char *p = expected_addr = alloc_malloc(20000);
@@ -316,6 +345,8 @@ static void expect(misuse_fn fn, const char *fault, const char *function)
     }
 CASE(double_free_small, "double free", "(free,")
 CASE(double_free_remote, "double free", "(free,")
+CASE(double_free_in_flight, "double free", "(free,")
+CASE(write_after_remote_free, "remote free queue corrupted", "(free,")
 CASE(double_free_medium, "double free", "(free,")
 CASE(double_free_medium_later_slot, "double free", "(free,")
 CASE(double_free_large, "double free", "(free,")
@@ -362,6 +393,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_double_free_small),
         cmocka_unit_test(test_double_free_remote),
+        cmocka_unit_test(test_double_free_in_flight),
+        cmocka_unit_test(test_write_after_remote_free),
         cmocka_unit_test(test_double_free_medium),
         cmocka_unit_test(test_double_free_medium_later_slot),
         cmocka_unit_test(test_double_free_large),

@@ -222,7 +222,7 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
             atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
         }
-        shoal_remote_send_one(dest, b);
+        shoal_remote_send_one(NULL, dest, b);
         return;
     }
     shoal_count(&me->stats.frees[pg->size_class], 1);
@@ -235,7 +235,7 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
      * cannot reach into our outbox: a block held there would keep its
      * page from the pool while this thread does other things. */
     if (!atomic_load_explicit(&dest->live, memory_order_relaxed))
-        shoal_remote_send_one(dest, b);
+        shoal_remote_send_one(me, dest, b);
     else
         shoal_remote_hold(me, dest, b, pg->block_size);
 }
@@ -883,6 +883,7 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
     st->abandoned_pages = 0;
     st->adopted = st->remote_received = 0;
+    st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     st->large_allocs = atomic_load_explicit(&orphan_large_allocs, memory_order_relaxed);
     st->large_frees = atomic_load_explicit(&orphan_large_frees, memory_order_relaxed);
@@ -899,6 +900,7 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->adopted += shoal_counter_read(&k->pages_adopted);
         st->remote_frees += shoal_counter_read(&k->remote_frees);
         st->remote_received += shoal_counter_read(&k->remote_received);
+        st->remote_atomics += shoal_counter_read(&k->remote_atomics);
         st->large_allocs += shoal_counter_read(&k->large_allocs);
         st->large_frees += shoal_counter_read(&k->large_frees);
         st->large_bytes += shoal_counter_read(&k->large_bytes);

@@ -43,6 +43,7 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t pages[SHOAL_CLASSES];       /* pages set up minus released */
     shoal_counter_t remote_frees;               /* frees into other heaps' pages */
     shoal_counter_t remote_received;            /* blocks the inbox gave back */
+    shoal_counter_t remote_atomics;             /* atomic operations sending and taking */
     shoal_counter_t pages_adopted;
     shoal_counter_t large_allocs, large_frees;  /* large blocks handed out, freed here */
     shoal_counter_t large_bytes;                /* their usable bytes, out minus back */
@@ -142,7 +143,7 @@ size_t shoal_heap_reclaim(bool force);
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
-    uint64_t adopted, remote_frees, remote_received;
+    uint64_t adopted, remote_frees, remote_received, remote_atomics;
     uint64_t large_allocs, large_frees, large_bytes;
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;

@@ -23,8 +23,22 @@ void shoal_inbox_init(shoal_inbox_t *in)
     in->broken = false;
 }
 
+/* Atomic operations of heapless senders (see shoal_heap_stats). */
+_Atomic uint64_t shoal_remote_orphan_atomics;
+
+/* One atomic read-modify-write on the remote-free path, counted in the
+ * heap `by` (held by the caller), or globally for a caller with none. */
+static void count_atomic(shoal_heap_t *by)
+{
+    if (by != NULL && by != &shoal_empty_heap)
+        shoal_count(&by->stats.remote_atomics, 1);
+    else if (SHOAL_STATS_ENABLED)
+        atomic_fetch_add_explicit(&shoal_remote_orphan_atomics, 1, memory_order_relaxed);
+}
+
 /* Put first..last on dest's inbox. */
-static void send(shoal_heap_t *dest, struct cds_wfcq_node *first, struct cds_wfcq_node *last)
+static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *first,
+                 struct cds_wfcq_node *last)
 {
     shoal_inbox_t *in = &dest->inbox;
     last->next = NULL;
@@ -36,20 +50,22 @@ static void send(shoal_heap_t *dest, struct cds_wfcq_node *first, struct cds_wfc
      * holder's loads depend on that link (see shoal_remote_receive).
      * The exchange is the sender's last touch of the batch. */
     ___cds_wfcq_append(&in->head, &in->tail, first, last);
+    count_atomic(by);
     /* Nobody may take a parked heap's inbox soon: a purge pass will. */
     if (!atomic_load_explicit(&dest->live, memory_order_relaxed))
         shoal_purge_note_free();
 }
 
-void shoal_remote_send_one(shoal_heap_t *dest, shoal_block_t *b)
+void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *b)
 {
     struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
-    send(dest, node, node);
+    send(by, dest, node, node);
 }
 
-static void send_slot(shoal_outbox_t *out, shoal_outbox_slot_t *s)
+static void send_slot(shoal_heap_t *me, shoal_outbox_slot_t *s)
 {
-    send(s->dest, s->first, s->last);
+    shoal_outbox_t *out = &me->outbox;
+    send(me, s->dest, s->first, s->last);
     out->bytes -= s->bytes;
     s->first = s->last = NULL;
     s->bytes = 0;
@@ -60,7 +76,7 @@ void shoal_remote_send_all(shoal_heap_t *me)
     shoal_outbox_t *out = &me->outbox;
     for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++)
         if (out->slot[i].first != NULL)
-            send_slot(out, &out->slot[i]);
+            send_slot(me, &out->slot[i]);
 }
 
 /* Heaps are cache-line aligned and over a kilobyte apart: the bits above
@@ -78,7 +94,7 @@ void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, s
     struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
     if (s->dest != dest) {
         if (s->first != NULL)
-            send_slot(out, s);      /* another owner had the slot */
+            send_slot(me, s);       /* another owner had the slot */
         s->dest = dest;
     }
     node->next = s->first;
@@ -105,6 +121,17 @@ static shoal_page_t *page_of_sent(const shoal_block_t *b)
     return pg;
 }
 
+/* The inbox cannot be followed past b: its link was overwritten. */
+static __attribute__((noinline, cold)) void broken(shoal_inbox_t *in, const shoal_block_t *b)
+{
+    /* What is on the queue from here on is lost (counted in flight for
+     * good); nothing is corrupted, because nothing past b is touched, b
+     * included: the tail may still point at it. */
+    in->broken = true;
+    shoal_fault("free", b, "remote free queue corrupted: the link in this block, freed by "
+                           "another thread, was overwritten (a write after free)");
+}
+
 size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_apply_fn *apply)
 {
     shoal_inbox_t *in = &h->inbox;
@@ -112,8 +139,9 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_apply_fn *apply)
     struct cds_wfcq_node *node;
     if (in->broken)
         return 0;
-    /* One consumer: only h's holder calls this.  Each block is checked
-     * before the dequeue reads its link. */
+    /* One consumer: only h's holder calls this.  The first node was
+     * linked on by a sender, or checked as the link of the node before
+     * it; each node's link is checked before the dequeue follows it. */
     while ((node = ___cds_wfcq_first_nonblocking(&in->head, &in->tail)) != NULL &&
            node != CDS_WFCQ_WOULDBLOCK) {
         /* TSan: the batch's sender released before its exchange, and we
@@ -121,21 +149,26 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_apply_fn *apply)
         shoal_tsan_acquire(in);
         shoal_block_t *b = (shoal_block_t *)node;
         shoal_page_t *pg = page_of_sent(b);
+        struct cds_wfcq_node *next = node->next;
         if (shoal_unlikely(pg == NULL)) {
-            /* The link that led here was overwritten.  The rest of the
-             * queue cannot be reached: what is on it is lost (counted in
-             * flight forever), nothing is corrupted. */
-            in->broken = true;
-            shoal_fault("free", b, "remote free queue corrupted: the first word of a block "
-                                   "freed by another thread was overwritten (a write after "
-                                   "free)");
+            broken(in, b);
             break;
         }
-        /* The dequeue reads b's link, which the holder's loads depend on
-         * (liburcu orders them with cmm_smp_read_barrier_depends), so the
-         * sender's stores before its exchange are visible.  It fails only
-         * when the next sender has exchanged the tail but not yet linked
-         * its batch on: the rest waits for the next call. */
+        if (next == NULL) {
+            /* The last node (or its sender's link is on its way): the
+             * dequeue tries to move the tail back to the head, one
+             * atomic operation. */
+            count_atomic(h);
+        } else if (shoal_unlikely(page_of_sent((shoal_block_t *)next) == NULL)) {
+            broken(in, b);
+            break;
+        }
+        /* The dequeue reads b's link again, and the holder's loads of the
+         * next batch depend on it (liburcu orders them with
+         * cmm_smp_read_barrier_depends), so the sender's stores before
+         * its exchange are visible.  It fails only when the next sender
+         * has exchanged the tail but not yet linked its batch on: the
+         * rest waits for the next call. */
         if (___cds_wfcq_dequeue_nonblocking(&in->head, &in->tail) == CDS_WFCQ_WOULDBLOCK)
             break;
         shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_relaxed);
@@ -143,7 +176,7 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_apply_fn *apply)
             apply(h, pg, b);
             n++;
         } else {
-            shoal_remote_send_one(owner, b);    /* the page moved: on to its heap now */
+            shoal_remote_send_one(h, owner, b);     /* the page moved: on to its heap now */
         }
     }
     shoal_count(&h->stats.remote_received, n);

@@ -69,8 +69,11 @@ void shoal_remote_hold(struct shoal_heap_s *me, struct shoal_heap_s *dest, shoal
 /* Send every batch of me's outbox (me's holder only). */
 void shoal_remote_send_all(struct shoal_heap_s *me);
 
-/* Send b alone, for a caller with no outbox. */
-void shoal_remote_send_one(struct shoal_heap_s *dest, shoal_block_t *b);
+/* Send b alone (`by`: the caller's heap, for the statistics, or NULL). */
+void shoal_remote_send_one(struct shoal_heap_s *by, struct shoal_heap_s *dest, shoal_block_t *b);
+
+/* Atomic operations of senders that have no heap. */
+extern _Atomic uint64_t shoal_remote_orphan_atomics;
 
 /* What the inbox's holder does with a block of one of its pages. */
 typedef void shoal_remote_apply_fn(struct shoal_heap_s *h, shoal_page_t *pg, shoal_block_t *b);

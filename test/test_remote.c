@@ -1,0 +1,604 @@
+/* Remote frees as messages (src/thread/remote.c): the queue hand-off on
+ * its own (heaps and pages set up by the test, which plays their
+ * holders), then through the alloc_* API: the interleaving that once
+ * lost a notification, thread exit and fork with batches in flight, and
+ * how many atomic operations a remote free costs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shoal.h"
+#include "core/page.h"
+#include "core/pool.h"
+#include "core/size_class.h"
+#include "thread/heap.h"
+#include "thread/remote.h"
+
+#include "test_util.h"
+
+#ifdef UNDER_TSAN
+#define PAGES 4
+#else
+#define PAGES 24
+#endif
+#define SENDERS 3
+#define MAX_BLOCKS (PAGES * 4096)
+
+static alloc_stats_t take(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st;
+}
+
+/* ---- the hand-off on its own ------------------------------------------ */
+
+/* Heaps the test holds itself: only their inboxes, outboxes and counters
+ * are used. */
+static shoal_heap_t owner, other, senders[SENDERS];
+
+static void heap_open(shoal_heap_t *h)
+{
+    memset(h, 0, sizeof *h);
+    shoal_inbox_init(&h->inbox);
+    atomic_store(&h->live, 1);
+}
+
+/* Pages of one class owned by `h`, every block carved and handed out. */
+typedef struct pages_s {
+    shoal_page_t *pg[PAGES];
+    shoal_block_t *blocks[MAX_BLOCKS];
+    size_t n, bsize;
+} pages_t;
+
+static pages_t pages;
+
+static void pages_open(pages_t *p, size_t bsize, shoal_heap_t *h)
+{
+    unsigned cls = shoal_size_to_class(bsize);
+    p->bsize = shoal_class_size(cls);
+    p->n = 0;
+    for (unsigned i = 0; i < PAGES; i++) {
+        shoal_span_t s;
+        assert_true(shoal_pool_claim(0, &s));
+        shoal_page_t *pg = p->pg[i] = shoal_span_head(&s);
+        shoal_page_init(pg, cls, 0, s.zero);
+        atomic_store(&pg->heap, h);
+        while (atomic_load(&pg->capacity) < pg->reserved)
+            shoal_page_extend(pg);
+        for (shoal_block_t *b = pg->free; b != NULL; b = shoal_decode(pg, b->link))
+            p->blocks[p->n++] = b;
+        for (size_t k = p->n - pg->reserved; k < p->n; k++)
+            p->blocks[k]->freed = 0;            /* handed out, as malloc does */
+        pg->free = NULL;
+        pg->used = pg->reserved;
+    }
+}
+
+static void pages_close(pages_t *p)
+{
+    for (unsigned i = 0; i < PAGES; i++) {
+        shoal_page_t *pg = p->pg[i];
+        shoal_superpage_t *sp = shoal_superpage_of(pg);
+        shoal_page_fini(pg);
+        shoal_pool_release(sp, (unsigned)(pg - sp->pages), 1);
+    }
+}
+
+static unsigned char pattern(size_t index, size_t byte)
+{
+    return (unsigned char)(index * 7 + byte * 13 + 1);
+}
+
+/* Where the receiving side records what came home. */
+static unsigned char seen[MAX_BLOCKS];
+static _Atomic long failures;
+
+static size_t index_of(const void *b)
+{
+    for (unsigned i = 0; i < PAGES; i++) {
+        shoal_page_t *pg = pages.pg[i];
+        const char *c = b;
+        if (c >= pg->start && c < pg->start + (size_t)pg->reserved * pages.bsize)
+            return i * (size_t)pg->reserved + (size_t)(c - pg->start) / pages.bsize;
+    }
+    return SIZE_MAX;
+}
+
+/* What the heap layer does with a block that came home, checked: it is
+ * one of ours, its page's, marked free, with the sender's pattern. */
+static void check_apply(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+{
+    size_t i = index_of(b);
+    if (h != &owner || i == SIZE_MAX || atomic_load(&pg->heap) != h ||
+        b->freed != shoal_freed_mark(pg)) {
+        atomic_fetch_add(&failures, 1);
+        return;
+    }
+    const unsigned char *c = (const unsigned char *)b;
+    for (size_t k = sizeof(shoal_block_t); k < pages.bsize; k++)
+        if (c[k] != pattern(i, k)) {
+            atomic_fetch_add(&failures, 1);
+            break;
+        }
+    seen[i]++;
+    b->link = shoal_encode(pg, pg->local_free);
+    pg->local_free = b;
+    pg->used--;
+}
+
+/* What free does before it sends: the pattern is the user's data. */
+static void prepare_free(shoal_block_t *b)
+{
+    size_t i = index_of(b);
+    unsigned char *c = (unsigned char *)b;
+    for (size_t k = sizeof(shoal_block_t); k < pages.bsize; k++)
+        c[k] = pattern(i, k);
+    shoal_page_t *pg = shoal_slot_desc(b);
+    b->freed = shoal_freed_mark(pg);
+}
+
+typedef struct sender_arg_s {
+    unsigned id;
+    bool one_by_one;
+} sender_arg_t;
+
+static void *sender(void *arg)
+{
+    sender_arg_t *a = arg;
+    shoal_heap_t *me = &senders[a->id];
+    for (size_t i = a->id; i < pages.n; i += SENDERS) {
+        shoal_block_t *b = pages.blocks[i];
+        prepare_free(b);
+        if (a->one_by_one)
+            shoal_remote_send_one(me, &owner, b);
+        else
+            shoal_remote_hold(me, &owner, b, pages.bsize);
+        if (i % 509 == 0)
+            sched_yield();
+    }
+    shoal_remote_send_all(me);
+    return NULL;
+}
+
+/* SENDERS threads free every block of the owner's pages while the owner
+ * takes its inbox in a loop: every block comes home exactly once, with
+ * the sender's writes visible; batches of one block, and batches of a
+ * whole outbox (1024 blocks of 64 bytes, 4096 of 16). */
+static void handoff(size_t bsize, bool one_by_one)
+{
+    heap_open(&owner);
+    for (unsigned s = 0; s < SENDERS; s++)
+        heap_open(&senders[s]);
+    pages_open(&pages, bsize, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+    pthread_t t[SENDERS];
+    sender_arg_t args[SENDERS];
+    for (unsigned s = 0; s < SENDERS; s++) {
+        args[s] = (sender_arg_t){ s, one_by_one };
+        assert_int_equal(pthread_create(&t[s], NULL, sender, &args[s]), 0);
+    }
+    size_t got = 0;
+    for (long spins = 0; got < pages.n && spins < 200000000; spins++) {
+        size_t n = shoal_remote_receive(&owner, check_apply);
+        got += n;
+        if (n == 0)
+            sched_yield();
+    }
+    for (unsigned s = 0; s < SENDERS; s++)
+        pthread_join(t[s], NULL);
+    got += shoal_remote_receive(&owner, check_apply);
+    assert_int_equal(atomic_load(&failures), 0);
+    assert_int_equal(got, pages.n);
+    for (size_t i = 0; i < pages.n; i++)
+        assert_int_equal(seen[i], 1);
+    for (unsigned i = 0; i < PAGES; i++)
+        assert_int_equal(pages.pg[i]->used, 0);
+    assert_int_equal(shoal_counter_read(&owner.stats.remote_received), pages.n);
+    /* One atomic operation a batch sent; the owner's on top, at most one
+     * a take. */
+    uint64_t sent = 0;
+    for (unsigned s = 0; s < SENDERS; s++) {
+        assert_int_equal(senders[s].outbox.bytes, 0);
+        sent += shoal_counter_read(&senders[s].stats.remote_atomics);
+    }
+    size_t per_batch = SHOAL_OUTBOX_BYTES / pages.bsize;
+    if (one_by_one)
+        assert_int_equal(sent, pages.n);
+    else        /* full batches, and each sender's last, smaller one */
+        assert_true(sent <= pages.n / per_batch + 2 * SENDERS);
+    pages_close(&pages);
+}
+
+static void test_handoff_one_by_one(void **state)
+{
+    (void)state;
+    handoff(64, true);
+}
+
+static void test_handoff_batches_64(void **state)
+{
+    (void)state;
+    handoff(64, false);
+}
+
+static void test_handoff_batches_16(void **state)
+{
+    (void)state;
+    handoff(16, false);
+}
+
+/* A block sent to a heap its page has left is forwarded to the page's
+ * heap now by whoever takes the old heap's inbox. */
+static void test_forwarded_when_page_moved(void **state)
+{
+    (void)state;
+    heap_open(&owner);
+    heap_open(&other);
+    pages_open(&pages, 64, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+    shoal_block_t *b = pages.blocks[5];
+    prepare_free(b);
+    shoal_remote_send_one(NULL, &other, b);     /* sent while the page was other's */
+    assert_int_equal(shoal_remote_receive(&other, check_apply), 0);
+    assert_int_equal(seen[index_of(b)], 0);               /* not applied there ... */
+    assert_int_equal(shoal_remote_receive(&owner, check_apply), 1);
+    assert_int_equal(seen[index_of(b)], 1);               /* ... but here, once */
+    assert_int_equal(atomic_load(&failures), 0);
+    pages_close(&pages);
+}
+
+/* A fork child whose parent had a sender between its exchange on the
+ * tail and its link (made here by hand): without the cut, every later
+ * block would queue behind a link nobody will write. */
+static void test_fork_child_cuts_unlinked_tail(void **state)
+{
+    (void)state;
+    heap_open(&owner);
+    pages_open(&pages, 64, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+    shoal_block_t *lost = pages.blocks[1], *b = pages.blocks[2];
+    prepare_free(lost);
+    ((struct cds_wfcq_node *)lost)->next = NULL;
+    owner.inbox.tail.p = (struct cds_wfcq_node *)lost;     /* exchanged, never linked */
+    assert_int_equal(shoal_remote_receive(&owner, check_apply), 0);
+    shoal_remote_fork_child(&owner);
+    prepare_free(b);
+    shoal_remote_send_one(NULL, &owner, b);
+    assert_int_equal(shoal_remote_receive(&owner, check_apply), 1);
+    assert_int_equal(seen[index_of(b)], 1);
+    assert_int_equal(seen[index_of(lost)], 0);
+    assert_int_equal(atomic_load(&failures), 0);
+    pages_close(&pages);
+}
+
+/* ---- through the API -------------------------------------------------- */
+
+#define BSIZE 1024                  /* 64 blocks to a 64 KiB page */
+#define PER_PAGE (SHOAL_SLOT_SIZE / BSIZE)
+
+static pthread_barrier_t step, step2;
+
+static void wait_step(void)
+{
+    pthread_barrier_wait(&step);
+}
+
+static void fill(void *p, size_t n, unsigned seed)
+{
+    memset(p, (int)(seed * 29 + 3) & 0xff, n);
+}
+
+static bool filled(const void *p, size_t n, unsigned seed)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] != ((seed * 29 + 3) & 0xff))
+            return false;
+    return true;
+}
+
+/* Everything has come home: nothing in flight, nothing live of the
+ * class, no page held for it, nothing orphaned, relative to `base`. */
+static void assert_all_home(const alloc_stats_t *base, size_t bsize)
+{
+    alloc_collect(true);
+    alloc_stats_t st = take();
+    unsigned c = shoal_size_to_class(bsize);
+    assert_int_equal(st.remote_in_flight, base->remote_in_flight);
+    assert_int_equal(st.classes[c].live_blocks, base->classes[c].live_blocks);
+    assert_int_equal(st.classes[c].pages, base->classes[c].pages);
+    assert_int_equal(st.heaps_abandoned_pages, 0);
+}
+
+/* The interleaving that made the old notify protocol lose a page (issue
+ * of a three-state in_notify word): A frees into H's full page P and is
+ * held up before its free reaches H; H uses P up and marks it full again;
+ * B frees into P and exits; H's thread exits; then A goes on.  With
+ * messages there is no notification to lose: A's block waits in A's
+ * outbox, B's in H's inbox, and both come home when H's parked heap is
+ * taken by a purge pass. */
+static shoal_block_t *aba_p[PER_PAGE];
+
+static void *aba_h(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < PER_PAGE; i++) {
+        aba_p[i] = alloc_malloc(BSIZE);
+        fill(aba_p[i], BSIZE, i);
+    }
+    wait_step();                /* 1: A and B hold blocks 0 and 1 */
+    wait_step();                /* 2: A freed block 0 (held) */
+    /* P is full again: free one of ours and take it back. */
+    alloc_free(aba_p[5]);
+    aba_p[5] = alloc_malloc(BSIZE);
+    fill(aba_p[5], BSIZE, 5);
+    void *next = alloc_malloc(BSIZE);    /* P has nothing free: a new page */
+    alloc_free(next);
+    wait_step();                /* 3: B frees and exits */
+    pthread_barrier_wait(&step2);       /* 4: B is gone */
+    return NULL;                /* H exits; its heap is parked */
+}
+
+static void *aba_b(void *arg)
+{
+    (void)arg;
+    wait_step();                /* 1 */
+    wait_step();                /* 2 */
+    wait_step();                /* 3 */
+    if (!filled(aba_p[1], BSIZE, 1))
+        atomic_fetch_add(&failures, 1);
+    alloc_free(aba_p[1]);
+    return NULL;                /* exit sends it to H's inbox */
+}
+
+static void test_aba_interleaving_loses_nothing(void **state)
+{
+    (void)state;
+    alloc_collect(true);
+    alloc_stats_t base = take();
+    atomic_store(&failures, 0);
+    pthread_barrier_init(&step, NULL, 3);
+    pthread_barrier_init(&step2, NULL, 2);
+    pthread_t h, b;
+    pthread_create(&h, NULL, aba_h, NULL);
+    pthread_create(&b, NULL, aba_b, NULL);
+    /* This thread is A. */
+    wait_step();                /* 1 */
+    assert_true(filled(aba_p[0], BSIZE, 0));
+    alloc_free(aba_p[0]);       /* held in A's outbox */
+    wait_step();                /* 2 */
+    wait_step();                /* 3 */
+    pthread_join(b, NULL);
+    pthread_barrier_wait(&step2);       /* 4 */
+    pthread_join(h, NULL);
+    /* A's block is still in A's outbox; B's is in H's inbox, unless a
+     * purge pass has taken that already. */
+    size_t in_flight = take().remote_in_flight - base.remote_in_flight;
+    assert_true(in_flight >= 1 && in_flight <= 2);
+    for (unsigned i = 2; i < PER_PAGE; i++) {
+        assert_true(filled(aba_p[i], BSIZE, i));
+        alloc_free(aba_p[i]);
+    }
+    assert_int_equal(atomic_load(&failures), 0);
+    assert_all_home(&base, BSIZE);
+    pthread_barrier_destroy(&step);
+    pthread_barrier_destroy(&step2);
+}
+
+/* Two threads free each other's blocks and exit at once, each with its
+ * batches for the other still in its outbox, and the other's in its
+ * inbox. */
+#define SWAP 3000
+static void *swap_blocks[2][SWAP];
+
+static void *swapper(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    for (unsigned i = 0; i < SWAP; i++) {
+        size_t n = 16 + (i * 53) % 3000;
+        swap_blocks[me][i] = alloc_malloc(n);
+        fill(swap_blocks[me][i], n, i + me);
+    }
+    wait_step();
+    for (unsigned i = 0; i < SWAP; i++) {
+        size_t n = 16 + (i * 53) % 3000;
+        if (!filled(swap_blocks[!me][i], n, i + !me))
+            atomic_fetch_add(&failures, 1);
+        alloc_free(swap_blocks[!me][i]);
+    }
+    wait_step();
+    return NULL;
+}
+
+static void test_exit_with_batches_both_ways(void **state)
+{
+    (void)state;
+    alloc_collect(true);
+    alloc_stats_t base = take();
+    atomic_store(&failures, 0);
+    pthread_barrier_init(&step, NULL, 2);
+    pthread_t t[2];
+    for (uintptr_t i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, swapper, (void *)i);
+    for (unsigned i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&failures), 0);
+    alloc_stats_t st = take();
+    assert_int_equal(st.remote_frees - base.remote_frees, 2 * SWAP);
+    assert_all_home(&base, 16);
+    alloc_stats_t end = take();
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
+        assert_int_equal(end.classes[c].live_blocks, base.classes[c].live_blocks);
+    pthread_barrier_destroy(&step);
+}
+
+/* Producer and consumer: the consumer frees every block remotely.  The
+ * atomic operations that costs, sending and taking: at most one per 16
+ * remote frees (one per batch and one per take, against one or more per
+ * free when each free was a compare-and-swap on its page). */
+#ifdef UNDER_TSAN
+#define ITEMS 20000
+#else
+#define ITEMS 200000
+#endif
+#define RING 256
+static void *_Atomic ring[RING];
+
+static void *consumer(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < ITEMS; i++) {
+        void *p;
+        while ((p = atomic_exchange(&ring[i % RING], NULL)) == NULL)
+            sched_yield();
+        if (!filled(p, 48 + i % 200, i))
+            atomic_fetch_add(&failures, 1);
+        alloc_free(p);
+    }
+    return NULL;
+}
+
+static void test_prodcons_atomics_amortized(void **state)
+{
+    (void)state;
+    alloc_collect(true);
+    alloc_stats_t base = take();
+    atomic_store(&failures, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, consumer, NULL);
+    for (unsigned i = 0; i < ITEMS; i++) {
+        size_t n = 48 + i % 200;
+        void *p = alloc_malloc(n);
+        assert_non_null(p);
+        fill(p, n, i);
+        while (atomic_load(&ring[i % RING]) != NULL)
+            sched_yield();
+        atomic_store(&ring[i % RING], p);
+    }
+    pthread_join(t, NULL);
+    alloc_collect(false);       /* the consumer's last batch comes home */
+    alloc_stats_t st = take();
+    uint64_t frees = st.remote_frees - base.remote_frees;
+    uint64_t atomics = st.remote_atomics - base.remote_atomics;
+    print_message("%lu remote frees, %lu atomic operations (1 per %.0f)\n",
+                  (unsigned long)frees, (unsigned long)atomics,
+                  atomics ? (double)frees / (double)atomics : 0.0);
+    assert_int_equal(atomic_load(&failures), 0);
+    assert_int_equal(frees, ITEMS);
+    assert_true(atomics * 16 <= frees);
+    assert_int_equal(st.remote_in_flight, base.remote_in_flight);
+}
+
+/* fork while another thread sends batches to this one: the child's
+ * allocator works, its inbox takes blocks, and nothing hangs. */
+static _Atomic bool sending;
+static void *fork_sender(void *arg)
+{
+    void **blocks = arg;
+    for (unsigned i = 0; atomic_load(&sending); i = (i + 1) % 4096) {
+        if (blocks[i] != NULL) {
+            alloc_free(blocks[i]);
+            blocks[i] = NULL;
+        }
+        if (i % 64 == 0)
+            alloc_collect(false);       /* send what is held */
+    }
+    return NULL;
+}
+
+static void *child_free(void *arg)
+{
+    void **b = arg;
+    for (unsigned i = 0; i < 500; i++)
+        alloc_free(b[i]);
+    return NULL;
+}
+
+static int child_works(void)
+{
+    static void *b[500];
+    alloc_collect(false);
+    alloc_stats_t base = take();
+    for (unsigned i = 0; i < 500; i++) {
+        if ((b[i] = alloc_malloc(100 + i)) == NULL)
+            return 1;
+        fill(b[i], 100 + i, i);
+    }
+#ifdef UNDER_TSAN
+    child_free(b);      /* TSan does not start threads after a threaded fork */
+#else
+    pthread_t t;
+    if (pthread_create(&t, NULL, child_free, b) != 0)
+        return 2;
+    pthread_join(t, NULL);
+#endif
+    alloc_collect(false);
+    alloc_stats_t st = take();
+    if (st.remote_in_flight != base.remote_in_flight)
+        return 3;
+    return 0;
+}
+
+static void test_fork_with_batches_in_flight(void **state)
+{
+    (void)state;
+    static void *blocks[4096];
+#ifdef UNDER_TSAN
+    const int forks = 4;
+#else
+    const int forks = 40;
+#endif
+    for (unsigned i = 0; i < 4096; i++)
+        blocks[i] = alloc_malloc(64 + i % 512);
+    atomic_store(&sending, true);
+    pthread_t t;
+    pthread_create(&t, NULL, fork_sender, blocks);
+    for (int f = 0; f < forks; f++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(60);          /* a hang fails the test, it does not stall it */
+            _exit(child_works());
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        alloc_collect(false);
+    }
+    atomic_store(&sending, false);
+    pthread_join(t, NULL);
+    for (unsigned i = 0; i < 4096; i++)
+        alloc_free(blocks[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_handoff_one_by_one),
+        cmocka_unit_test(test_handoff_batches_64),
+        cmocka_unit_test(test_handoff_batches_16),
+        cmocka_unit_test(test_forwarded_when_page_moved),
+        cmocka_unit_test(test_fork_child_cuts_unlinked_tail),
+        cmocka_unit_test(test_aba_interleaving_loses_nothing),
+        cmocka_unit_test(test_exit_with_batches_both_ways),
+        cmocka_unit_test(test_prodcons_atomics_amortized),
+        cmocka_unit_test(test_fork_with_batches_in_flight),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

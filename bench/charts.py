@@ -136,7 +136,7 @@ def chart_calloc(rows, out):
 
 # The time figure of each multi-threaded / many-object workload.
 TIME_FIGURES = [("json_tree", "total_s"), ("larson", "op_ns"), ("prodcons", "item_ns"),
-                ("false_sharing", "thrash_s"), ("false_sharing", "scratch_s"),
+                ("xmalloc", "item_ns"), ("false_sharing", "thrash_s"), ("false_sharing", "scratch_s"),
                 ("thread_churn", "thread_us"), ("generations", "gen_ms"),
                 ("footprint", "step_ns")]
 

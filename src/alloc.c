@@ -225,7 +225,8 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
     shoal_heap_t *h = shoal_tl_heap;
     /* Only this thread moves a page away from its own heap, so seeing our
      * heap here is a stable answer. */
-    if (shoal_likely(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
+    shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_relaxed);
+    if (shoal_likely(owner == h)) {
         b->link = shoal_encode_key(key, pg->local_free);
         pg->local_free = b;
         shoal_count(&h->stats.frees[pg->size_class], 1);
@@ -236,7 +237,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
             free_page_event(h, pg);
         return;
     }
-    shoal_heap_remote_free(pg, b);
+    shoal_heap_remote_free(h, owner, pg, b);
 }
 
 /* Everything free's fast path does not take: NULL, a block in a later

@@ -116,26 +116,52 @@ static size_t index_of(const void *b)
     return SIZE_MAX;
 }
 
-/* What the heap layer does with a block that came home, checked: it is
- * one of ours, its page's, marked free, with the sender's pattern. */
-static void check_apply(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+/* Pages that reported having no block out (the heap layer's event). */
+static _Atomic unsigned emptied;
+
+static void note_event(shoal_heap_t *h, shoal_page_t *pg)
 {
-    size_t i = index_of(b);
-    if (h != &owner || i == SIZE_MAX || atomic_load(&pg->heap) != h ||
-        b->freed != shoal_freed_mark(pg)) {
+    if (h != &owner || pg->used != 0)
         atomic_fetch_add(&failures, 1);
-        return;
-    }
-    const unsigned char *c = (const unsigned char *)b;
-    for (size_t k = sizeof(shoal_block_t); k < pages.bsize; k++)
-        if (c[k] != pattern(i, k)) {
-            atomic_fetch_add(&failures, 1);
-            break;
+    else
+        atomic_fetch_add(&emptied, 1);
+}
+
+/* What came home to the owner's pages since the last call, checked and
+ * taken off their local lists: each block is one of ours, marked free,
+ * with its sender's pattern, and seen once. */
+static size_t take_home(void)
+{
+    size_t got = 0;
+    for (unsigned p = 0; p < PAGES; p++) {
+        shoal_page_t *pg = pages.pg[p];
+        for (shoal_block_t *b = pg->local_free; b != NULL; b = shoal_decode(pg, b->link)) {
+            size_t i = index_of(b);
+            if (i == SIZE_MAX || b->freed != shoal_freed_mark(pg)) {
+                atomic_fetch_add(&failures, 1);
+                break;
+            }
+            const unsigned char *c = (const unsigned char *)b;
+            for (size_t k = sizeof(shoal_block_t); k < pages.bsize; k++)
+                if (c[k] != pattern(i, k)) {
+                    atomic_fetch_add(&failures, 1);
+                    break;
+                }
+            seen[i]++;
+            got++;
         }
-    seen[i]++;
-    b->link = shoal_encode(pg, pg->local_free);
-    pg->local_free = b;
-    pg->used--;
+        pg->local_free = NULL;
+    }
+    return got;
+}
+
+static size_t receive_home(shoal_heap_t *h)
+{
+    size_t n = shoal_remote_receive(h, note_event);
+    size_t got = take_home();
+    if (got != n)
+        atomic_fetch_add(&failures, 1);
+    return got;
 }
 
 /* What free does before it sends: the pattern is the user's data. */
@@ -184,6 +210,7 @@ static void handoff(size_t bsize, bool one_by_one)
     pages_open(&pages, bsize, &owner);
     memset(seen, 0, sizeof seen);
     atomic_store(&failures, 0);
+    atomic_store(&emptied, 0);
     pthread_t t[SENDERS];
     sender_arg_t args[SENDERS];
     for (unsigned s = 0; s < SENDERS; s++) {
@@ -192,16 +219,17 @@ static void handoff(size_t bsize, bool one_by_one)
     }
     size_t got = 0;
     for (long spins = 0; got < pages.n && spins < 200000000; spins++) {
-        size_t n = shoal_remote_receive(&owner, check_apply);
+        size_t n = receive_home(&owner);
         got += n;
         if (n == 0)
             sched_yield();
     }
     for (unsigned s = 0; s < SENDERS; s++)
         pthread_join(t[s], NULL);
-    got += shoal_remote_receive(&owner, check_apply);
+    got += receive_home(&owner);
     assert_int_equal(atomic_load(&failures), 0);
     assert_int_equal(got, pages.n);
+    assert_int_equal(atomic_load(&emptied), PAGES);        /* once each */
     for (size_t i = 0; i < pages.n; i++)
         assert_int_equal(seen[i], 1);
     for (unsigned i = 0; i < PAGES; i++)
@@ -253,9 +281,9 @@ static void test_forwarded_when_page_moved(void **state)
     shoal_block_t *b = pages.blocks[5];
     prepare_free(b);
     shoal_remote_send_one(NULL, &other, b);     /* sent while the page was other's */
-    assert_int_equal(shoal_remote_receive(&other, check_apply), 0);
+    assert_int_equal(receive_home(&other), 0);
     assert_int_equal(seen[index_of(b)], 0);               /* not applied there ... */
-    assert_int_equal(shoal_remote_receive(&owner, check_apply), 1);
+    assert_int_equal(receive_home(&owner), 1);
     assert_int_equal(seen[index_of(b)], 1);               /* ... but here, once */
     assert_int_equal(atomic_load(&failures), 0);
     pages_close(&pages);
@@ -275,11 +303,11 @@ static void test_fork_child_cuts_unlinked_tail(void **state)
     prepare_free(lost);
     ((struct cds_wfcq_node *)lost)->next = NULL;
     owner.inbox.tail.p = (struct cds_wfcq_node *)lost;     /* exchanged, never linked */
-    assert_int_equal(shoal_remote_receive(&owner, check_apply), 0);
+    assert_int_equal(receive_home(&owner), 0);
     shoal_remote_fork_child(&owner);
     prepare_free(b);
     shoal_remote_send_one(NULL, &owner, b);
-    assert_int_equal(shoal_remote_receive(&owner, check_apply), 1);
+    assert_int_equal(receive_home(&owner), 1);
     assert_int_equal(seen[index_of(b)], 1);
     assert_int_equal(seen[index_of(lost)], 0);
     assert_int_equal(atomic_load(&failures), 0);

@@ -49,6 +49,7 @@ static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
 static _Atomic uint64_t orphan_large_allocs, orphan_large_frees, orphan_large_bytes;
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
+static _Atomic unsigned heaps_made;     /* structs, for their outbox slots */
 static char *area_next, *area_end;
 
 static pthread_key_t exit_key;
@@ -183,27 +184,26 @@ static void mark_full(shoal_heap_t *h, shoal_page_t *pg)
 
 static shoal_heap_t *heap_acquire(void);
 
-/* A block of one of h's pages came home: on the page's local list, as a
- * free by the owner would put it. */
-static void block_returned(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+/* A block came home to pg, which has none out now or was full (see
+ * remote.h).  The orphanage has no full list, and gives its empty pages
+ * back in reclaim_orphans. */
+static void page_event(shoal_heap_t *h, shoal_page_t *pg)
 {
-    b->link = shoal_encode(pg, pg->local_free);
-    pg->local_free = b;
-    /* The orphanage has no full list, and gives its empty pages back in
-     * reclaim_orphans. */
-    if ((--pg->used == 0 || pg->in_full) && h != &orphans)
+    if (h != &orphans)
         shoal_heap_page_freed(h, pg);
 }
 
 /* Take what h's inbox holds (h's holder only). */
 static void receive(shoal_heap_t *h)
 {
-    shoal_remote_receive(h, block_returned);
+    shoal_remote_receive(h, page_event);
 }
 
-void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
+/* What remote_free does not do inline: a thread with no heap yet, a
+ * heap that has just become ours, a heap no thread holds. */
+static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_heap_t *dest,
+                                                       shoal_page_t *pg, shoal_block_t *b)
 {
-    shoal_heap_t *me = shoal_tl_heap;
     if (me == &shoal_empty_heap && !tl_exited) {
         /* A thread that only frees still sends in batches: it gets a heap
          * for its outbox (and, if it pops a parked heap that owns pg,
@@ -214,9 +214,6 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
         if (me == NULL)
             me = &shoal_empty_heap;
     }
-    /* Relaxed: a page changes heaps only under its holder, and a block
-     * sent to the heap it just left is forwarded (remote.h). */
-    shoal_heap_t *dest = atomic_load_explicit(&pg->heap, memory_order_relaxed);
     if (me == &shoal_empty_heap) {
         if (SHOAL_STATS_ENABLED) {
             atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
@@ -226,8 +223,11 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
         return;
     }
     shoal_count(&me->stats.frees[pg->size_class], 1);
-    if (dest == me) {
-        block_returned(me, pg, b);
+    if (dest == me) {           /* a free by the owner after all */
+        b->link = shoal_encode(pg, pg->local_free);
+        pg->local_free = b;
+        if (--pg->used == 0 || pg->in_full)
+            shoal_heap_page_freed(me, pg);
         return;
     }
     shoal_count(&me->stats.remote_frees, 1);
@@ -238,6 +238,22 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b)
         shoal_remote_send_one(me, dest, b);
     else
         shoal_remote_hold(me, dest, b, pg->block_size);
+}
+
+void shoal_heap_remote_free(shoal_heap_t *me, shoal_heap_t *dest, shoal_page_t *pg,
+                            shoal_block_t *b)
+{
+    /* Relaxed (the caller's load of dest too): a page changes heaps only
+     * under its holder, and a block sent to the heap it just left is
+     * forwarded (remote.h). */
+    if (shoal_likely(me != &shoal_empty_heap &&
+                     atomic_load_explicit(&dest->live, memory_order_relaxed))) {
+        shoal_count(&me->stats.frees[pg->size_class], 1);
+        shoal_count(&me->stats.remote_frees, 1);
+        shoal_remote_hold(me, dest, b, pg->block_size);
+        return;
+    }
+    remote_free_slow(me, dest, pg, b);
 }
 
 /* ---- slots for new pages ---------------------------------------------- */
@@ -642,6 +658,8 @@ static shoal_heap_t *heap_new(void)
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
         h->pages[c] = &shoal_empty_page;
     shoal_inbox_init(&h->inbox);
+    h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
+                               SHOAL_OUTBOX_SLOTS);
     link_heap(h);
     return h;
 }

@@ -63,10 +63,14 @@ typedef struct shoal_heap_s {
     uint64_t swept_ms;                          /* when it last ran */
     uint64_t parked_ms;                         /* when its thread gave it up */
     shoal_heap_counters_t stats;
+    /* Read by every thread that frees into this heap's pages, written
+     * when the heap is parked or taken: a line away from what the owner
+     * writes all the time. */
+    _Atomic int live __attribute__((aligned(SHOAL_CACHE_LINE)));  /* owned by a thread now */
+    uint8_t outbox_slot;                        /* senders keep its batch there */
     struct shoal_heap_s *next_all;              /* every heap ever made */
     ck_stack_entry_t free_link;                 /* on the stack of parked heaps */
     struct shoal_heap_s *next_parked;           /* a purge pass's list of them */
-    _Atomic int live;                           /* owned by a thread now */
     shoal_inbox_t inbox;                        /* blocks other heaps sent back */
 } shoal_heap_t;
 
@@ -82,9 +86,11 @@ shoal_page_t *shoal_heap_find_page(unsigned cls);
 /* The owner freed the last block of pg, or freed into a full page. */
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 
-/* A thread that does not hold pg's heap freed b (its freed mark set):
- * on its way to the owner, through the freeing thread's outbox. */
-void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b);
+/* A thread whose heap is `me` (the empty heap if it has none) freed b
+ * (its freed mark set), of page pg, which heap `dest` owns: on its way
+ * to the owner, through me's outbox. */
+void shoal_heap_remote_free(shoal_heap_t *me, shoal_heap_t *dest, shoal_page_t *pg,
+                            shoal_block_t *b);
 
 /* Large blocks (src/core/large.h) through the calling thread's cache of
  * recently freed ones: a free and a malloc of the same order meet there

@@ -20,6 +20,7 @@
 void shoal_inbox_init(shoal_inbox_t *in)
 {
     ___cds_wfcq_init(&in->head, &in->tail);
+    ___cds_wfcq_init(&in->taken, &in->taken_tail);
     in->broken = false;
 }
 
@@ -64,11 +65,8 @@ void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *
 
 static void send_slot(shoal_heap_t *me, shoal_outbox_slot_t *s)
 {
-    shoal_outbox_t *out = &me->outbox;
     send(me, s->dest, s->first, s->last);
-    out->bytes -= s->bytes;
     s->first = s->last = NULL;
-    s->bytes = 0;
 }
 
 void shoal_remote_send_all(shoal_heap_t *me)
@@ -77,46 +75,55 @@ void shoal_remote_send_all(shoal_heap_t *me)
     for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++)
         if (out->slot[i].first != NULL)
             send_slot(me, &out->slot[i]);
+    out->bytes = 0;
 }
 
-/* Heaps are cache-line aligned and over a kilobyte apart: the bits above
- * the line pick a slot. */
-static unsigned slot_of(const shoal_heap_t *dest)
+/* A batch starts: the slot is empty, or holds another owner's batch,
+ * which goes first, and the rest with it: so `bytes` counts exactly what
+ * is held. */
+static __attribute__((noinline)) void start_batch(shoal_heap_t *me, shoal_outbox_slot_t *s,
+                                                  shoal_heap_t *dest, shoal_block_t *b,
+                                                  size_t size)
 {
-    return (unsigned)(((uintptr_t)dest >> 6) * 0x9e3779b97f4a7c15u >> 60);
+    if (s->first != NULL)
+        shoal_remote_send_all(me);
+    struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
+    node->next = NULL;
+    s->dest = dest;
+    s->first = s->last = node;
+    me->outbox.bytes += size;
 }
 
 void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, size_t size)
 {
-    _Static_assert(SHOAL_OUTBOX_SLOTS == 16, "slot_of keeps 4 bits");
     shoal_outbox_t *out = &me->outbox;
-    shoal_outbox_slot_t *s = &out->slot[slot_of(dest)];
+    shoal_outbox_slot_t *s = &out->slot[dest->outbox_slot];
     struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
-    if (s->dest != dest) {
-        if (s->first != NULL)
-            send_slot(me, s);       /* another owner had the slot */
-        s->dest = dest;
+    if (shoal_unlikely(s->dest != dest || s->first == NULL)) {
+        start_batch(me, s, dest, b, size);
+        return;
     }
     node->next = s->first;
-    if (s->first == NULL)
-        s->last = node;
     s->first = node;
-    s->bytes += size;
     out->bytes += size;
-    if (out->bytes >= SHOAL_OUTBOX_BYTES)
+    if (shoal_unlikely(out->bytes >= SHOAL_OUTBOX_BYTES))
         shoal_remote_send_all(me);
 }
 
-/* The page of b, if b is a freed block of a page (checked before its
- * link is read: a write after free may have replaced it). */
-static shoal_page_t *page_of_sent(const shoal_block_t *b)
+/* The page of b, if b is a freed block of a page; `near` is a block known
+ * to lie in a pool superpage, or NULL.  Checked before b's link is read:
+ * a write after free may have put anything there.  b in near's superpage
+ * can be read (superpages stay mapped); elsewhere the chunk map says. */
+static shoal_page_t *page_of_sent(const shoal_block_t *b, const void *near)
 {
-    if (shoal_chunk_of(b) != SHOAL_CHUNK_SUPERPAGE)
-        return NULL;            /* reading b could fault */
+    if ((((uintptr_t)b ^ (uintptr_t)near) >> SHOAL_SP_SHIFT) != 0 &&
+        shoal_chunk_of(b) != SHOAL_CHUNK_SUPERPAGE)
+        return NULL;
     shoal_page_t *pg = shoal_slot_desc(b);
     pg -= pg->slot_offset;
-    if (pg->kind != SHOAL_SLOT_PAGE || !shoal_block_is_start(pg, b) ||
-        b->freed != shoal_freed_mark(pg))
+    /* The freed mark, as malloc checks a block it pops: only free blocks
+     * of pg carry it (and user data, with probability 2^-64). */
+    if (pg->kind != SHOAL_SLOT_PAGE || b->freed != shoal_freed_mark(pg))
         return NULL;
     return pg;
 }
@@ -124,60 +131,90 @@ static shoal_page_t *page_of_sent(const shoal_block_t *b)
 /* The inbox cannot be followed past b: its link was overwritten. */
 static __attribute__((noinline, cold)) void broken(shoal_inbox_t *in, const shoal_block_t *b)
 {
-    /* What is on the queue from here on is lost (counted in flight for
-     * good); nothing is corrupted, because nothing past b is touched, b
-     * included: the tail may still point at it. */
+    /* b and what is queued after it are lost (counted in flight for
+     * good); nothing is corrupted: b stays off every free list, and
+     * nothing more is taken from the inbox. */
     in->broken = true;
     shoal_fault("free", b, "remote free queue corrupted: the link in this block, freed by "
                            "another thread, was overwritten (a write after free)");
 }
 
-size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_apply_fn *apply)
+/* b came home to pg, one of h's pages. */
+static inline void come_home(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b,
+                             shoal_remote_event_fn *event)
+{
+    b->link = shoal_encode(pg, pg->local_free);
+    pg->local_free = b;
+    if (shoal_unlikely(--pg->used == 0 || pg->in_full))
+        event(h, pg);
+}
+
+size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
 {
     shoal_inbox_t *in = &h->inbox;
     size_t n = 0;
-    struct cds_wfcq_node *node;
     if (in->broken)
         return 0;
-    /* One consumer: only h's holder calls this.  The first node was
-     * linked on by a sender, or checked as the link of the node before
-     * it; each node's link is checked before the dequeue follows it. */
-    while ((node = ___cds_wfcq_first_nonblocking(&in->head, &in->tail)) != NULL &&
-           node != CDS_WFCQ_WOULDBLOCK) {
-        /* TSan: the batch's sender released before its exchange, and we
-         * see the batch only after it. */
-        shoal_tsan_acquire(in);
-        shoal_block_t *b = (shoal_block_t *)node;
-        shoal_page_t *pg = page_of_sent(b);
-        struct cds_wfcq_node *next = node->next;
-        if (shoal_unlikely(pg == NULL)) {
-            broken(in, b);
-            break;
-        }
-        if (next == NULL) {
-            /* The last node (or its sender's link is on its way): the
-             * dequeue tries to move the tail back to the head, one
-             * atomic operation. */
+    /* Take what senders have linked on, all at once: two exchanges on
+     * the inbox and one on `taken` (liburcu's splice).  Nonblocking: when
+     * the first sender has exchanged the tail but not yet linked its batch
+     * on, it stays for the next call. */
+    switch (___cds_wfcq_splice_nonblocking(&in->taken, &in->taken_tail, &in->head,
+                                           &in->tail)) {
+    case CDS_WFCQ_RET_SRC_EMPTY:
+        if (in->taken.node.next == NULL)
+            return 0;           /* and nothing kept from the last call */
+        break;
+    case CDS_WFCQ_RET_WOULDBLOCK:
+        count_atomic(h);        /* it exchanged the head and found nothing */
+        break;
+    default:
+        for (int i = 0; i < 3; i++)
             count_atomic(h);
-        } else if (shoal_unlikely(page_of_sent((shoal_block_t *)next) == NULL)) {
-            broken(in, b);
+    }
+    /* TSan: each sender released the inbox before its exchange, and the
+     * splice came after the exchanges of everything it took. */
+    shoal_tsan_acquire(in);
+    /* `taken` is ours alone.  Walk it from the first node (linked on by a
+     * sender, or checked as the link of the node before), reading each
+     * node's link before giving the node back to its page: a link may
+     * still be on its way (a sender between its exchange and its link
+     * store, before the splice), and then the walk stops there and the
+     * next call goes on from that node.  The loads of each node depend
+     * on the load of the link that found it (liburcu orders them with
+     * cmm_smp_read_barrier_depends), so the sender's stores before its
+     * exchange are visible. */
+    struct cds_wfcq_node *node = ___cds_wfcq_first_nonblocking(&in->taken, &in->taken_tail);
+    shoal_page_t *pg = NULL;    /* node's page, found when its link was checked */
+    while (node != NULL && node != CDS_WFCQ_WOULDBLOCK) {
+        shoal_block_t *b = (shoal_block_t *)node;
+        if (pg == NULL && shoal_unlikely((pg = page_of_sent(b, NULL)) == NULL)) {
+            broken(in, b);      /* a first node: only a sender puts one on */
             break;
         }
-        /* The dequeue reads b's link again, and the holder's loads of the
-         * next batch depend on it (liburcu orders them with
-         * cmm_smp_read_barrier_depends), so the sender's stores before
-         * its exchange are visible.  It fails only when the next sender
-         * has exchanged the tail but not yet linked its batch on: the
-         * rest waits for the next call. */
-        if (___cds_wfcq_dequeue_nonblocking(&in->head, &in->tail) == CDS_WFCQ_WOULDBLOCK)
+        struct cds_wfcq_node *next = ___cds_wfcq_next_nonblocking(&in->taken,
+                                                                  &in->taken_tail, node);
+        if (next == CDS_WFCQ_WOULDBLOCK) {
+            in->taken.node.next = node;         /* from here next time */
             break;
+        }
+        shoal_page_t *next_pg = NULL;
+        if (next != NULL && shoal_unlikely((next_pg = page_of_sent((shoal_block_t *)next,
+                                                                    b)) == NULL)) {
+            broken(in, b);      /* b stays out: nothing reads past it */
+            break;
+        }
         shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_relaxed);
-        if (owner == h) {
-            apply(h, pg, b);
+        if (shoal_likely(owner == h)) {
+            come_home(h, pg, b, event);
             n++;
         } else {
             shoal_remote_send_one(h, owner, b);     /* the page moved: on to its heap now */
         }
+        if (next == NULL)
+            ___cds_wfcq_init(&in->taken, &in->taken_tail);      /* all walked */
+        node = next;
+        pg = next_pg;
     }
     shoal_count(&h->stats.remote_received, n);
     return n;
@@ -190,7 +227,7 @@ void shoal_remote_fork_child(shoal_heap_t *h)
     if (in->broken)
         return;
     while (last != in->tail.p && (next = last->next) != NULL &&
-           page_of_sent((shoal_block_t *)next) != NULL)
+           page_of_sent((shoal_block_t *)next, NULL) != NULL)
         last = next;
     last->next = NULL;
     in->tail.p = last;

@@ -41,7 +41,6 @@
 typedef struct shoal_outbox_slot_s {
     struct shoal_heap_s *dest;
     struct cds_wfcq_node *first, *last;
-    size_t bytes;
 } shoal_outbox_slot_t;
 
 typedef struct shoal_outbox_s {
@@ -49,16 +48,22 @@ typedef struct shoal_outbox_s {
     shoal_outbox_slot_t slot[SHOAL_OUTBOX_SLOTS];
 } shoal_outbox_t;
 
-/* The queue head is the holder's and the tail the senders': a line each. */
+/* The queue head is the holder's and the tail the senders': a line each.
+ * The holder takes the whole queue at once into `taken` (its own, private
+ * queue), and walks it from there. */
 typedef struct shoal_inbox_s {
     struct __cds_wfcq_head head __attribute__((aligned(SHOAL_CACHE_LINE)));
+    struct __cds_wfcq_head taken;
+    struct cds_wfcq_tail taken_tail;
     bool broken;                        /* a corrupted link stopped it (see remote.c) */
     struct cds_wfcq_tail tail __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_inbox_t;
 
 /* An empty inbox; for one in static storage: SHOAL_INBOX_INIT(its name). */
 void shoal_inbox_init(shoal_inbox_t *in);
-#define SHOAL_INBOX_INIT(in) { .head = { .node = { NULL } }, .tail = { .p = &(in).head.node } }
+#define SHOAL_INBOX_INIT(in)                                                                \
+    { .head = { .node = { NULL } }, .taken = { .node = { NULL } },                         \
+      .taken_tail = { .p = &(in).taken.node }, .tail = { .p = &(in).head.node } }
 
 /* Keep b (of size `size`, its freed mark already set) in me's outbox for
  * dest, the heap of its page; sends everything when the outbox is full.
@@ -75,14 +80,17 @@ void shoal_remote_send_one(struct shoal_heap_s *by, struct shoal_heap_s *dest, s
 /* Atomic operations of senders that have no heap. */
 extern _Atomic uint64_t shoal_remote_orphan_atomics;
 
-/* What the inbox's holder does with a block of one of its pages. */
-typedef void shoal_remote_apply_fn(struct shoal_heap_s *h, shoal_page_t *pg, shoal_block_t *b);
+/* A block came home to pg, which now has no block out (used == 0), or
+ * was on its heap's full list: the heap layer's turn (h's holder). */
+typedef void shoal_remote_event_fn(struct shoal_heap_s *h, shoal_page_t *pg);
 
-/* Take h's inbox empty (h's holder only): blocks of h's pages go to
- * `apply`, others on to their page's heap.  Stops early, leaving the
- * rest for next time, where a sender has not finished linking.  Returns
- * the blocks applied. */
-size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_apply_fn *apply);
+/* Take h's inbox empty (h's holder only): each block of one of h's pages
+ * goes on its page's local free list, as a free by the owner would put
+ * it, calling `event` where one is due; blocks of other heaps' pages go
+ * on to their page's heap.  Stops early, keeping the rest for next time,
+ * where a sender has not finished linking.  Returns the blocks that came
+ * home. */
+size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_event_fn *event);
 
 /* In a fork child (one thread, the others gone mid-operation): cut h's
  * inbox at the first link a vanished sender left unwritten, so that it

@@ -237,7 +237,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
             free_page_event(h, pg);
         return;
     }
-    shoal_heap_remote_free(h, owner, pg, b);
+    shoal_heap_remote_free(pg, b, h, owner);
 }
 
 /* Everything free's fast path does not take: NULL, a block in a later

@@ -240,8 +240,8 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
         shoal_remote_hold(me, dest, b, pg->block_size);
 }
 
-void shoal_heap_remote_free(shoal_heap_t *me, shoal_heap_t *dest, shoal_page_t *pg,
-                            shoal_block_t *b)
+void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
+                            shoal_heap_t *dest)
 {
     /* Relaxed (the caller's load of dest too): a page changes heaps only
      * under its holder, and a block sent to the heap it just left is

@@ -89,8 +89,8 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 /* A thread whose heap is `me` (the empty heap if it has none) freed b
  * (its freed mark set), of page pg, which heap `dest` owns: on its way
  * to the owner, through me's outbox. */
-void shoal_heap_remote_free(shoal_heap_t *me, shoal_heap_t *dest, shoal_page_t *pg,
-                            shoal_block_t *b);
+void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
+                            shoal_heap_t *dest);
 
 /* Large blocks (src/core/large.h) through the calling thread's cache of
  * recently freed ones: a free and a malloc of the same order meet there

@@ -149,7 +149,7 @@ typedef struct alloc_stats_s {
     alloc_class_peaks_t class_peaks[ALLOC_STATS_CLASSES];
     /* Version 4: blocks freed by a thread that does not own them and not
      * yet back on their page: in the freeing heap's outbox (at most
-     * 64 KiB a heap) or in the owner's inbox. */
+     * 16 KiB a heap) or in the owner's inbox. */
     size_t remote_in_flight;
     /* Atomic read-modify-writes the remote frees cost: one per batch sent
      * to an owner, one per owner's inbox taken empty. */

@@ -201,7 +201,7 @@ static void *sender(void *arg)
 /* SENDERS threads free every block of the owner's pages while the owner
  * takes its inbox in a loop: every block comes home exactly once, with
  * the sender's writes visible; batches of one block, and batches of a
- * whole outbox (1024 blocks of 64 bytes, 4096 of 16). */
+ * whole outbox (256 blocks of 64 bytes, 1024 of 16). */
 static void handoff(size_t bsize, bool one_by_one)
 {
     heap_open(&owner);

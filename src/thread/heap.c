@@ -38,6 +38,7 @@ static shoal_heap_t orphans = {
     .inbox = SHOAL_INBOX_INIT(orphans.inbox),
 };
 static shoal_lock_t orphan_lock = SHOAL_LOCK_INIT;
+static __thread bool tl_holds_orphans __attribute__((tls_model("initial-exec")));
 /* Pages in the orphanage, by class: a look without the lock. */
 static _Atomic size_t orphaned[SHOAL_CLASSES];
 
@@ -461,6 +462,29 @@ static bool page_unused(const shoal_page_t *pg)
     return pg->used == 0;
 }
 
+/* Take the orphanage: with a try, or, for a forced pass, waiting for the
+ * thread that holds it (which waits for nothing) - unless that is this
+ * thread, whose hold a pass run from inside it (a free that ran a purge
+ * pass) must not wait for. */
+static bool orphans_take(bool wait)
+{
+    if (tl_holds_orphans)
+        return false;
+    while (!shoal_trylock(&orphan_lock)) {
+        if (!wait)
+            return false;
+        sched_yield();
+    }
+    tl_holds_orphans = true;
+    return true;
+}
+
+static void orphans_give(void)
+{
+    tl_holds_orphans = false;
+    shoal_unlock(&orphan_lock);
+}
+
 /* Move pg to the orphanage (holding it and pg's heap). */
 static void orphan(shoal_page_t *pg)
 {
@@ -489,8 +513,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
 {
     unsigned n = 0;
     shoal_page_t *pg;
-    if (atomic_load_explicit(&orphaned[cls], memory_order_relaxed) == 0 ||
-        !shoal_trylock(&orphan_lock))
+    if (atomic_load_explicit(&orphaned[cls], memory_order_relaxed) == 0 || !orphans_take(false))
         return 0;
     receive(&orphans);
     while (n < max && (pg = orphans.pages[cls]) != &shoal_empty_page) {
@@ -508,7 +531,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
         }
         queue_push_back(h, pg);
     }
-    shoal_unlock(&orphan_lock);
+    orphans_give();
     shoal_count(&h->stats.pages_adopted, n);
     return n;
 }
@@ -686,10 +709,10 @@ static shoal_heap_t *heap_acquire(void)
  * unused for a purge delay: the heap has been parked that long, or the
  * pass is forced), pages with live blocks to the orphanage.  Blocks sent
  * to h later are forwarded by its next holder (remote.h).  False, and
- * nothing done, while another thread holds the orphanage. */
-static bool heap_dismantle(shoal_heap_t *h)
+ * nothing done, when the orphanage is not to be had (see orphans_take). */
+static bool heap_dismantle(shoal_heap_t *h, bool force)
 {
-    if (!shoal_trylock(&orphan_lock))
+    if (!orphans_take(force))
         return false;
     receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
@@ -708,7 +731,7 @@ static bool heap_dismantle(shoal_heap_t *h)
         full_remove(h, pg);
         orphan(pg);
     }
-    shoal_unlock(&orphan_lock);
+    orphans_give();
     drain_cache(h);
     return true;
 }
@@ -778,7 +801,7 @@ static size_t retire_parked(bool force)
         receive(h);
         if (heap_holds_memory(h)) {
             bool due = force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
-            if (!due || !heap_dismantle(h))
+            if (!due || !heap_dismantle(h, force))
                 waiting++;
         }
         h->next_parked = keep;
@@ -794,10 +817,10 @@ static size_t retire_parked(bool force)
 }
 
 /* Give back the orphanage's pages whose blocks have all come home.
- * Returns 1 when another thread held it (a later pass looks again). */
-static size_t reclaim_orphans(void)
+ * Returns 1 when it was not to be had (a later pass looks again). */
+static size_t reclaim_orphans(bool force)
 {
-    if (!shoal_trylock(&orphan_lock))
+    if (!orphans_take(force))
         return 1;
     receive(&orphans);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
@@ -816,20 +839,33 @@ static size_t reclaim_orphans(void)
             release_span(pg);
         }
     }
-    shoal_unlock(&orphan_lock);
+    orphans_give();
     return 0;
 }
 
+/* One reclaim at a time.  A forced one (alloc_collect(true), a failing
+ * allocation, every pass with PURGE_DELAY_MS=0) waits for another
+ * thread's to end: it promises everything back.  None runs from inside
+ * itself: giving pages back can run a purge pass on this very thread. */
+static atomic_flag reclaiming = ATOMIC_FLAG_INIT;
+static __thread bool tl_reclaiming __attribute__((tls_model("initial-exec")));
+
 size_t shoal_heap_reclaim(bool force)
 {
-    /* One at a time, and never from inside itself: giving pages back
-     * can run a purge pass on this very thread (PURGE_DELAY_MS=0). */
-    static atomic_flag busy = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
-        return 1;               /* someone else's; a later pass looks again */
+    /* Nor from inside an adoption: the thread that holds the orphanage
+     * must wait for nothing (a forced reclaim may be waiting for it). */
+    if (tl_reclaiming || tl_holds_orphans)
+        return 1;               /* a later pass looks again */
+    while (atomic_flag_test_and_set_explicit(&reclaiming, memory_order_acquire)) {
+        if (!force)
+            return 1;
+        sched_yield();
+    }
+    tl_reclaiming = true;
     size_t waiting = retire_parked(force);
-    waiting += reclaim_orphans();
-    atomic_flag_clear_explicit(&busy, memory_order_release);
+    waiting += reclaim_orphans(force);
+    tl_reclaiming = false;
+    atomic_flag_clear_explicit(&reclaiming, memory_order_release);
     return waiting;
 }
 
@@ -889,6 +925,10 @@ void shoal_heap_fork_child(bool locked)
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all)
         shoal_remote_fork_child(h);
+    /* A reclaim that a vanished thread was running never ends here: what
+     * it had popped is lost to the child, and the child's own forced
+     * reclaims must not wait for it. */
+    atomic_flag_clear_explicit(&reclaiming, memory_order_relaxed);
     shoal_unlock(&orphan_lock);
     shoal_unlock(&area_lock);
 }

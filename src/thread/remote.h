@@ -34,7 +34,7 @@
 #include "../core/page.h"
 
 #define SHOAL_OUTBOX_SLOTS 16           /* owners an outbox batches for at once */
-#define SHOAL_OUTBOX_BYTES (64 << 10)   /* what it holds before it sends */
+#define SHOAL_OUTBOX_BYTES (16 << 10)   /* what it holds before it sends */
 
 /* A batch for one owner: a list of blocks linked through their first
  * word (a wfcqueue node), `last` the one whose link is NULL. */

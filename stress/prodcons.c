@@ -8,9 +8,9 @@
  * alloc_free_sized; one block in sixteen is first grown or shrunk with
  * realloc by the consumer).  Producers never free and consumers never
  * keep, so every free is a remote free into a page whose owner is busy
- * allocating: the owner must collect its remote lists, and pages that
- * went full must come back through the notification path, or the
- * producers' memory grows without bound.
+ * allocating: the owner must take its inbox, and pages that went full
+ * must come back when their blocks come home, or the producers' memory
+ * grows without bound.
  *
  * The rings carry only what acquire/release on their indices orders: a
  * consumer publishes a slot as free before it touches the block, so the

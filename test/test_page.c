@@ -1,11 +1,11 @@
 /* Pages of size-classed blocks (src/core/page.h) on spans claimed from
  * the pool: the block-start test (against division, at every byte offset
- * of every class's span), carving, the local and remote free lists,
- * `used`, the freed mark, and the FULL mark.  The tests play the owning heap themselves:
- * they pop blocks off `free` the way malloc does (decode the link, clear
- * the freed mark, used++), push local frees onto local_free the way free
- * does (set the mark, encode the link, used--), and push remote frees
- * from other threads with shoal_page_remote_push. */
+ * of every class's span), carving, the local free list, `used` and the
+ * freed mark.  The tests play the owning heap themselves: they pop
+ * blocks off `free` the way malloc does (decode the link, clear the
+ * freed mark, used++) and push frees onto local_free the way free does
+ * (set the mark, encode the link, used--).  Frees from other threads:
+ * test_remote.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -25,6 +25,7 @@
 #include "core/huge.h"
 #include "core/message.h"
 #include "core/options.h"
+#include "core/size_class.h"
 #include "os/os.h"
 #include "stats.h"
 #include "thread/heap.h"
@@ -269,6 +270,20 @@ int alloc_stats_get(alloc_stats_t *st)
 
 /* ---- formatting ------------------------------------------------------- */
 
+/* Blocks the class's pages can hold: what live blocks are a share of
+ * (their utilisation, the figure that names fragmentation). */
+static size_t class_capacity(unsigned c, const alloc_class_stats_t *k)
+{
+    return k->pages * ((SHOAL_SLOT_SIZE << shoal_class_page_order(c)) / k->block_size);
+}
+
+/* Live blocks as a percentage of capacity, or 100 with no pages. */
+static size_t class_used_pct(unsigned c, const alloc_class_stats_t *k)
+{
+    size_t cap = class_capacity(c, k);
+    return cap == 0 ? 100 : k->live_blocks * 100 / cap;
+}
+
 typedef struct out_s {
     char *buf;
     size_t len, cap;
@@ -356,17 +371,18 @@ static void text_report(out_t *o, const alloc_stats_t *s)
     put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
         (unsigned long)s->major_faults);
     put(o, "                                            live                    "
-           "      peak\n");
-    put(o, "class   block      requests        blocks        bytes  pages        blocks"
+           "            peak\n");
+    put(o, "class   block      requests        blocks        bytes  pages  used        blocks"
            "        bytes  pages\n");
     for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
         const alloc_class_stats_t *k = &s->classes[i];
         const alloc_class_peaks_t *kp = &s->class_peaks[i];
         if (k->requests == 0 && k->pages == 0)
             continue;
-        put(o, "%5u %7zu %13lu %13zu %12s %6zu %13zu %12s %6zu\n", i, k->block_size,
+        put(o, "%5u %7zu %13lu %13zu %12s %6zu %4zu%% %13zu %12s %6zu\n", i, k->block_size,
             (unsigned long)k->requests, k->live_blocks, human(a, sizeof a, k->live_bytes),
-            k->pages, kp->live_blocks, human(b, sizeof b, kp->live_bytes), kp->pages);
+            k->pages, class_used_pct(i, k), kp->live_blocks, human(b, sizeof b, kp->live_bytes),
+            kp->pages);
     }
 }
 
@@ -421,10 +437,10 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         if (k->requests == 0 && k->pages == 0)
             continue;
         put(o, "%s{\"class\":%u,\"block_size\":%zu,\"requests\":%lu,\"live_blocks\":%zu,"
-               "\"live_bytes\":%zu,\"pages\":%zu,\"live_blocks_peak\":%zu,"
-               "\"live_bytes_peak\":%zu,\"pages_peak\":%zu}",
+               "\"live_bytes\":%zu,\"pages\":%zu,\"capacity_blocks\":%zu,"
+               "\"live_blocks_peak\":%zu,\"live_bytes_peak\":%zu,\"pages_peak\":%zu}",
             sep, i, k->block_size, (unsigned long)k->requests, k->live_blocks, k->live_bytes,
-            k->pages, kp->live_blocks, kp->live_bytes, kp->pages);
+            k->pages, class_capacity(i, k), kp->live_blocks, kp->live_bytes, kp->pages);
         sep = ",";
     }
     put(o, "]}\n");

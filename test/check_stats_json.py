@@ -21,7 +21,7 @@ NESTED = {
                 "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight", "remote_atomics"],
     "faults": ["minor", "major"],
 }
-CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages",
+CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages", "capacity_blocks",
          "live_blocks_peak", "live_bytes_peak", "pages_peak"]
 # Each current value and the field that holds its peak.
 PEAKS = [(("allocated",), ("peak", "allocated")), (("active",), ("peak", "active")),

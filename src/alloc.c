@@ -224,8 +224,10 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
     b->freed = mark;
     shoal_heap_t *h = shoal_tl_heap;
     /* Only this thread moves a page away from its own heap, so seeing our
-     * heap here is a stable answer. */
-    shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_relaxed);
+     * heap here is a stable answer.  Acquire (a plain load on x86-64):
+     * another heap found here was set up before its thread adopted the
+     * page (take_orphan's release), and the remote path reads it. */
+    shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_acquire);
     if (shoal_likely(owner == h)) {
         b->link = shoal_encode_key(key, pg->local_free);
         pg->local_free = b;

@@ -298,6 +298,12 @@ static void put(out_t *o, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The options in effect (options.c formats them, for VERBOSE too). */
+static void put_options(out_t *o, bool json)
+{
+    o->len += shoal_options_format(o->buf + o->len, o->cap - o->len, json);
+}
+
 /* "12.3 MiB": one decimal, binary units. */
 static const char *human(char *b, size_t cap, size_t v)
 {
@@ -370,6 +376,9 @@ static void text_report(out_t *o, const alloc_stats_t *s)
         (unsigned long)s->remote_atomics);
     put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
         (unsigned long)s->major_faults);
+    put(o, "options       ");
+    put_options(o, false);
+    put(o, "\n");
     put(o, "                                            live                    "
            "            peak\n");
     put(o, "class   block      requests        blocks        bytes  pages  used        blocks"
@@ -429,7 +438,9 @@ static void json_report(out_t *o, const alloc_stats_t *s)
     put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
         (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
         (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);
-    put(o, "\"classes\":[");
+    put(o, "\"options\":{");
+    put_options(o, true);
+    put(o, "},\"classes\":[");
     const char *sep = "";
     for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
         const alloc_class_stats_t *k = &s->classes[i];

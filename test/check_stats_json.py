@@ -9,7 +9,8 @@ TOP = {"shoal": str, "version": int, "pid": int, "elapsed_ms": int,
        "allocated": int, "active": int, "resident": int, "mapped": int,
        "committed": int, "purged": int, "peak": dict, "fragmentation": dict,
        "pool": dict, "large": dict, "huge": dict, "threads": dict,
-       "faults": dict, "dumps": int, "dumps_skipped": int, "classes": list}
+       "faults": dict, "dumps": int, "dumps_skipped": int, "options": dict,
+       "classes": list}
 NESTED = {
     "peak": ["allocated", "active", "resident", "mapped", "committed", "heaps"],
     "pool": ["superpages", "slots_used", "slots_used_peak", "slots_dirty",

@@ -244,6 +244,21 @@ static void format_value(alloc_option_t o, char *buf, size_t cap)
         shoal_format(buf, cap, "%ld", v);
 }
 
+size_t shoal_options_format(char *buf, size_t cap, bool json)
+{
+    size_t n = 0;
+    for (int o = 0; o < ALLOC_OPTION_COUNT_; o++) {
+        char value[32];
+        format_value((alloc_option_t)o, value, sizeof value);
+        if (json)
+            n += shoal_format(buf + n, cap - n, "%s\"%s\":\"%s\"", o > 0 ? "," : "",
+                              options[o].name, value);
+        else
+            n += shoal_format(buf + n, cap - n, " %s=%s", options[o].name, value);
+    }
+    return n;
+}
+
 /* The values an option takes, for a warning. */
 static void format_range(alloc_option_t o, char *buf, size_t cap)
 {
@@ -368,12 +383,7 @@ static void read_environment(void)
     warn_unknown_variables();
     if (shoal_opt(ALLOC_OPTION_VERBOSE)) {
         char line[512];
-        size_t n = 0;
-        for (int o = 0; o < ALLOC_OPTION_COUNT_; o++) {
-            char value[32];
-            format_value((alloc_option_t)o, value, sizeof value);
-            n += shoal_format(line + n, sizeof line - n, " %s=%s", options[o].name, value);
-        }
+        shoal_options_format(line, sizeof line, false);
         shoal_info("options:%s", line);
     }
 }

@@ -3,6 +3,8 @@
 #define SHOAL_OPTIONS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include "shoal.h"
 
 /* Options whose default is not 0 (the table in options.c has them all). */
@@ -27,6 +29,11 @@ int shoal_option_parse(alloc_option_t o, const char *text, long *out);
 /* Have fn(value) called after alloc_option_set changes option o (a
  * higher layer reacting to a setting, e.g. installing a signal handler). */
 void shoal_option_on_change(alloc_option_t o, void (*fn)(long value));
+
+/* Every option in effect into buf, as " NAME=value" each, or with `json`
+ * as "NAME":"value" members separated by commas (words as words: auto,
+ * dontneed).  Async-signal-safe; returns the length written. */
+size_t shoal_options_format(char *buf, size_t cap, bool json);
 
 /* The option's name without prefix ("PURGE_DELAY_MS"), or NULL. */
 const char *shoal_option_name(alloc_option_t o);

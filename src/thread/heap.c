@@ -498,9 +498,12 @@ static void take_orphan(shoal_heap_t *h, shoal_page_t *pg)
 {
     queue_remove(&orphans, pg);
     atomic_fetch_sub_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
-    /* Relaxed: a sender that still reads the orphanage sends there, and
-     * the orphanage's next holder forwards the block to h. */
-    atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+    /* Release, paired with free's acquire load: a thread that frees a
+     * block of pg (which it may hold since long before h existed) and
+     * finds h there sees h set up - its outbox slot, its inbox.  A
+     * sender that still reads the orphanage sends there, and the
+     * orphanage's next holder forwards the block to h. */
+    atomic_store_explicit(&pg->heap, h, memory_order_release);
 }
 
 /* Take up to `max` orphaned pages of class `cls` into h, stopping at one

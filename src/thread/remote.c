@@ -204,7 +204,9 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
             broken(in, b);      /* b stays out: nothing reads past it */
             break;
         }
-        shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_relaxed);
+        /* Acquire, as free's: a heap this block is forwarded to is seen
+         * set up. */
+        shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_acquire);
         if (shoal_likely(owner == h)) {
             come_home(h, pg, b, event);
             n++;

@@ -2,7 +2,7 @@
  *
  * Only liburcu's lock-free entry points are used (the `___cds_wfcq`
  * family, inline with _LGPL_SOURCE): the append of a batch, and the
- * first and dequeue of a single consumer, never the blocking forms,
+ * splice, first and next of the one consumer; never the blocking forms,
  * which wait for a sender in poll(): a sender that a fork left behind
  * would make them wait forever.  Nothing here allocates or takes a lock.
  */
@@ -49,7 +49,8 @@ static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *fir
      * marks, the links - is visible before the store after it that links
      * the batch on, which is how the holder reaches the batch; the
      * holder's loads depend on that link (see shoal_remote_receive).
-     * The exchange is the sender's last touch of the batch. */
+     * After the exchange the sender touches only the node before its
+ * batch (the link), never the batch. */
     ___cds_wfcq_append(&in->head, &in->tail, first, last);
     count_atomic(by);
     /* Nobody may take a parked heap's inbox soon: a purge pass will. */

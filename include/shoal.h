@@ -154,6 +154,13 @@ typedef struct alloc_stats_s {
     /* Atomic read-modify-writes the remote frees cost: one per batch sent
      * to an owner, one per owner's inbox taken empty. */
     uint64_t remote_atomics;
+    /* Bytes of shoal's own structures: superpage headers (slot
+     * descriptors and occupancy words) and heap structs. */
+    size_t metadata;
+    /* Milliseconds until the next purge pass, -1 when no memory waits for
+     * one (or PURGE_DELAY_MS is -1); a free slot is purged at the second
+     * pass that finds it free. */
+    long purge_due_ms;
 } alloc_stats_t;
 
 /* The size of a version 2 alloc_stats_t, the smallest accepted. */

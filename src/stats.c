@@ -25,6 +25,7 @@
 #include "core/huge.h"
 #include "core/message.h"
 #include "core/options.h"
+#include "core/purge.h"
 #include "core/size_class.h"
 #include "os/os.h"
 #include "stats.h"
@@ -206,6 +207,9 @@ static void stats_fill(alloc_stats_t *st)
     st->committed_peak = max_of(shoal_commit_peak(), st->committed);
     st->mapped_peak = max_of(shoal_os_mapped_peak(), st->mapped);
     st->superpages = pool.superpages;
+    st->purge_due_ms = shoal_purge_due_in_ms();
+    st->metadata = pool.superpages * sizeof(shoal_superpage_t) +
+                   heaps->structs * heaps->struct_bytes;
     st->pool_slots_used = pool.slots_claimed;
     st->pool_slots_used_peak = max_of(pool.slots_claimed_peak, pool.slots_claimed);
     st->pool_slots_dirty = sum.dirty;
@@ -351,13 +355,17 @@ static void text_report(out_t *o, const alloc_stats_t *s)
     put(o, "  committed      %12s %12s\n", human(a, sizeof a, s->committed),
         human(b, sizeof b, s->committed_peak));
     put(o, "  purged (total) %12s\n", human(a, sizeof a, s->purged));
+    put(o, "  metadata       %12s\n", human(a, sizeof a, s->metadata));
     put(o, "fragmentation  active/allocated %s  resident/active %s  resident/allocated %s\n",
         ratio(a, sizeof a, s->active, s->allocated), ratio(b, sizeof b, s->resident, s->active),
         ratio(c, sizeof c, s->resident, s->allocated));
+    char due[48] = "no pass due";
+    if (s->purge_due_ms >= 0)
+        shoal_format(due, sizeof due, "next pass in %ld ms", s->purge_due_ms);
     put(o, "pool           %zu superpages, %zu slots in use (peak %zu), %zu free awaiting purge "
-           "(peak %zu), %lu claims, %lu releases\n",
+           "(peak %zu; %s), %lu claims, %lu releases\n",
         s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
-        s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
+        s->pool_slots_dirty_peak, due, (unsigned long)s->pool_claims,
         (unsigned long)s->pool_releases);
     put(o, "large          %zu live (%s; peak %zu, %s), %lu requests\n", s->large_live,
         human(a, sizeof a, s->large_live_bytes), s->large_live_peak,
@@ -402,8 +410,8 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR, s->version, (int)getpid(),
         (unsigned long)s->elapsed_ms);
     put(o, "\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
-           "\"committed\":%zu,\"purged\":%zu,",
-        s->allocated, s->active, s->resident, s->mapped, s->committed, s->purged);
+           "\"committed\":%zu,\"purged\":%zu,\"metadata\":%zu,",
+        s->allocated, s->active, s->resident, s->mapped, s->committed, s->purged, s->metadata);
     put(o, "\"peak\":{\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
            "\"committed\":%zu,\"heaps\":%zu},",
         s->allocated_peak, s->active_peak, s->resident_peak, s->mapped_peak, s->committed_peak,
@@ -414,10 +422,11 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         s->active ? ratio(b, sizeof b, s->resident, s->active) : "null",
         s->allocated ? ratio(c, sizeof c, s->resident, s->allocated) : "null");
     put(o, "\"pool\":{\"superpages\":%zu,\"slots_used\":%zu,\"slots_used_peak\":%zu,"
-           "\"slots_dirty\":%zu,\"slots_dirty_peak\":%zu,\"claims\":%lu,\"releases\":%lu},",
+           "\"slots_dirty\":%zu,\"slots_dirty_peak\":%zu,\"claims\":%lu,\"releases\":%lu,"
+           "\"purge_due_ms\":%ld},",
         s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
         s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
-        (unsigned long)s->pool_releases);
+        (unsigned long)s->pool_releases, s->purge_due_ms);
     put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
            "\"live_bytes_peak\":%zu},",
         (unsigned long)s->large_requests, s->large_live, s->large_live_bytes, s->large_live_peak,

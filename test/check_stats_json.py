@@ -7,7 +7,7 @@ import sys
 
 TOP = {"shoal": str, "version": int, "pid": int, "elapsed_ms": int,
        "allocated": int, "active": int, "resident": int, "mapped": int,
-       "committed": int, "purged": int, "peak": dict, "fragmentation": dict,
+       "committed": int, "purged": int, "metadata": int, "peak": dict, "fragmentation": dict,
        "pool": dict, "large": dict, "huge": dict, "threads": dict,
        "faults": dict, "dumps": int, "dumps_skipped": int, "options": dict,
        "classes": list}
@@ -19,11 +19,12 @@ NESTED = {
     "huge": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak", "cached",
              "cached_bytes", "cached_peak", "cached_bytes_peak"],
     "threads": ["heaps_live", "heaps_created", "heaps_exited", "abandoned_pages",
-                "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight", "remote_atomics"],
+                "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight",
+                "remote_atomics"],
     "faults": ["minor", "major"],
 }
-CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages", "capacity_blocks",
-         "live_blocks_peak", "live_bytes_peak", "pages_peak"]
+CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages",
+         "capacity_blocks", "live_blocks_peak", "live_bytes_peak", "pages_peak"]
 # Each current value and the field that holds its peak.
 PEAKS = [(("allocated",), ("peak", "allocated")), (("active",), ("peak", "active")),
          (("mapped",), ("peak", "mapped")), (("committed",), ("peak", "committed")),
@@ -46,6 +47,8 @@ def check(doc, where):
         for key in keys:
             v = doc[group].get(key)
             need(isinstance(v, int) and v >= 0, f"{group}.{key} missing or negative")
+    due = doc["pool"].get("purge_due_ms")
+    need(isinstance(due, int) and due >= -1, "pool.purge_due_ms missing or below -1")
     for key in ("active_allocated", "resident_active", "resident_allocated"):
         v = doc["fragmentation"].get(key, "missing")
         need(v is None or isinstance(v, (int, float)), f"fragmentation.{key} not a number")

@@ -218,6 +218,39 @@ static void *own_then_free(void *arg)
     return free_them(arg);
 }
 
+/* Freed memory is due for a pass; with none waiting, none is due. */
+static void test_purge_due(void **state)
+{
+    (void)state;
+    alloc_collect(true);
+    alloc_stats_t st = take();
+    assert_int_equal(st.purge_due_ms, -1);
+    void *p = alloc_malloc(1 << 20);    /* a large block: its free leaves slots */
+    alloc_free(p);
+    alloc_collect(false);               /* drains the caches into the pool */
+    st = take();
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    /* Unless the background purger's pass came in between and took the
+     * slots, they wait, and a pass is due within the delay. */
+    if (st.pool_slots_dirty > 0)
+        assert_true(st.purge_due_ms >= 0 && st.purge_due_ms <= delay);
+    alloc_collect(true);
+    assert_int_equal(take().purge_due_ms, -1);
+}
+
+/* shoal's own structures: a superpage header for each superpage and a
+ * struct for each heap, and nothing when there are none. */
+static void test_metadata_counted(void **state)
+{
+    (void)state;
+    void *p = alloc_malloc(100);
+    alloc_stats_t st = take();
+    assert_true(st.superpages >= 1 && st.heaps_live >= 1);
+    assert_true(st.metadata >= st.superpages * 64 * 128);   /* the slot descriptors */
+    assert_true(st.metadata < st.mapped);
+    alloc_free(p);
+}
+
 static void test_remote_frees_counted(void **state)
 {
     (void)state;
@@ -404,6 +437,8 @@ int main(void)
         cmocka_unit_test(test_peaks_after_reads),
         cmocka_unit_test(test_peaks_sampled_between_reads),
         cmocka_unit_test(test_counters_exact),
+        cmocka_unit_test(test_metadata_counted),
+        cmocka_unit_test(test_purge_due),
         cmocka_unit_test(test_remote_frees_counted),
         cmocka_unit_test(test_text_report),
         cmocka_unit_test(test_signal_storm),

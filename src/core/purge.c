@@ -12,6 +12,25 @@ static _Atomic bool pending;
 static void (*_Atomic waker)(void);
 static size_t (*_Atomic reclaimer)(bool force);
 static _Atomic bool background;         /* a purger thread runs the passes */
+static _Atomic uint64_t purger_due_ms;  /* when that thread runs its next one */
+
+void shoal_purge_set_due(uint64_t at_ms)
+{
+    atomic_store_explicit(&purger_due_ms, at_ms, memory_order_relaxed);
+}
+
+long shoal_purge_due_in_ms(void)
+{
+    if (!atomic_load_explicit(&pending, memory_order_relaxed) ||
+        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0)
+        return -1;
+    uint64_t due = atomic_load_explicit(atomic_load_explicit(&background, memory_order_relaxed)
+                                            ? &purger_due_ms
+                                            : &next_pass_ms,
+                                        memory_order_relaxed);
+    uint64_t now = shoal_os_now_ms();
+    return due > now ? (long)(due - now) : 0;
+}
 
 void shoal_purge_set_background(bool running)
 {

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Memory became free that a later pass may purge: marks work pending
  * (waking the purger when it was not) and runs a pass if one is due. */
@@ -42,5 +43,13 @@ bool shoal_purge_pending(void);
 void shoal_purge_set_waker(void (*wake)(void));
 void shoal_purge_set_reclaimer(size_t (*reclaim)(bool force));
 void shoal_purge_set_background(bool running);
+
+/* That purger's next pass is at at_ms (the monotonic clock, ms). */
+void shoal_purge_set_due(uint64_t at_ms);
+
+/* Milliseconds until the next pass - the purger's, or the slow paths'
+ * clock without one (0: due now, at the next slow path) - or -1 when no
+ * memory waits for one or purging is off. */
+long shoal_purge_due_in_ms(void);
 
 #endif

@@ -662,7 +662,7 @@ static shoal_heap_t *heap_new(void)
         shoal_tsan_acquire(h);
         return h;
     }
-    size_t sz = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);
+    size_t sz = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);     /* see heap_stats */
     shoal_heap_t *h = NULL;
     shoal_lock(&area_lock);
     if (area_next == NULL || (size_t)(area_end - area_next) < sz) {
@@ -943,6 +943,8 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
     st->abandoned_pages = 0;
+    st->structs = atomic_load_explicit(&heaps_made, memory_order_relaxed);
+    st->struct_bytes = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);
     st->adopted = st->remote_received = 0;
     st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);

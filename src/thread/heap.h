@@ -149,6 +149,7 @@ size_t shoal_heap_reclaim(bool force);
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
+    size_t structs, struct_bytes;       /* heap structs made, and their size each */
     uint64_t adopted, remote_frees, remote_received, remote_atomics;
     uint64_t large_allocs, large_frees, large_bytes;
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];

@@ -122,6 +122,7 @@ static bool sleep_delay(long delay)
 {
     uint32_t seq = atomic_load_explicit(&delay_seq, memory_order_acquire);
     uint64_t end = shoal_os_now_ms() + (uint64_t)delay;
+    shoal_purge_set_due(end);
     for (;;) {
         uint64_t now = shoal_os_now_ms();
         if (now >= end)

@@ -106,6 +106,15 @@ typedef struct alloc_class_peaks_s {     /* version 3 */
     size_t pages;               /* the most pages of the class in use */
 } alloc_class_peaks_t;
 
+/* Blocks of one size bin (version 4): large blocks of 64 KiB << i, huge
+ * blocks whose mapping is at most 4 MiB << i (the last bin: any bigger). */
+#define ALLOC_STATS_LARGE_BINS 6
+#define ALLOC_STATS_HUGE_BINS 16
+typedef struct alloc_bin_stats_s {
+    size_t live, live_bytes;    /* blocks live now, and their block or mapping bytes */
+    size_t live_peak;           /* the most live at once (large: sampled; huge: exact) */
+} alloc_bin_stats_t;
+
 typedef struct alloc_stats_s {
     size_t size;                /* in: sizeof(alloc_stats_t) */
     uint32_t version;           /* out: ALLOC_STATS_VERSION */
@@ -161,6 +170,8 @@ typedef struct alloc_stats_s {
      * one (or PURGE_DELAY_MS is -1); a free slot is purged at the second
      * pass that finds it free. */
     long purge_due_ms;
+    alloc_bin_stats_t large_bins[ALLOC_STATS_LARGE_BINS];
+    alloc_bin_stats_t huge_bins[ALLOC_STATS_HUGE_BINS];
 } alloc_stats_t;
 
 /* The size of a version 2 alloc_stats_t, the smallest accepted. */

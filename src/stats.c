@@ -92,6 +92,9 @@ typedef struct summary_s {
 static _Atomic size_t peak_allocated, peak_active, peak_dirty;
 static _Atomic size_t peak_large, peak_large_bytes, peak_abandoned;
 static _Atomic size_t peak_class_blocks[SHOAL_CLASSES], peak_class_pages[SHOAL_CLASSES];
+static _Atomic size_t peak_large_bin[ALLOC_STATS_LARGE_BINS];
+_Static_assert(ALLOC_STATS_LARGE_BINS == SHOAL_MAX_ORDER + 1, "a large bin per order");
+_Static_assert(ALLOC_STATS_HUGE_BINS == SHOAL_HUGE_BINS, "the huge bins of huge.c");
 static _Atomic uint64_t next_sample_ms;
 static atomic_flag sampling = ATOMIC_FLAG_INIT;
 static shoal_heap_stats_t sample_heaps;         /* guarded by `sampling` */
@@ -101,6 +104,12 @@ static shoal_heap_stats_t sample_heaps;         /* guarded by `sampling` */
 static size_t live_blocks(const shoal_heap_stats_t *heaps, unsigned c)
 {
     return heaps->allocs[c] > heaps->frees[c] ? (size_t)(heaps->allocs[c] - heaps->frees[c]) : 0;
+}
+
+/* Large blocks of an order live now (clamped as live_blocks is). */
+static size_t large_live(const shoal_heap_stats_t *heaps, unsigned order)
+{
+    return (int64_t)heaps->large_live[order] > 0 ? (size_t)heaps->large_live[order] : 0;
 }
 
 static size_t class_pages(const shoal_heap_stats_t *heaps, unsigned c)
@@ -123,6 +132,8 @@ static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_hu
         shoal_peak_update(&peak_class_blocks[c], n);
         shoal_peak_update(&peak_class_pages[c], class_pages(heaps, c));
     }
+    for (unsigned o = 0; o < ALLOC_STATS_LARGE_BINS; o++)
+        shoal_peak_update(&peak_large_bin[o], large_live(heaps, o));
     sum->active = (pool->slots_claimed << SHOAL_SLOT_SHIFT) + huge->live_bytes;
     sum->dirty = pool->slots_dirty_free;
     sum->committed = shoal_commit_charged();
@@ -196,6 +207,15 @@ static void stats_fill(alloc_stats_t *st)
         kp->live_bytes = kp->live_blocks * k->block_size;
         kp->pages = peak_of(&peak_class_pages[c]);
     }
+    for (unsigned o = 0; o < ALLOC_STATS_LARGE_BINS; o++) {
+        alloc_bin_stats_t *bin = &st->large_bins[o];
+        bin->live = large_live(heaps, o);
+        bin->live_bytes = bin->live * (SHOAL_SLOT_SIZE << o);
+        bin->live_peak = max_of(peak_of(&peak_large_bin[o]), bin->live);
+    }
+    for (unsigned i = 0; i < ALLOC_STATS_HUGE_BINS; i++)
+        st->huge_bins[i] = (alloc_bin_stats_t){ huge.bin_live[i], huge.bin_bytes[i],
+                                                huge.bin_peak[i] };
     st->allocated = sum.allocated;
     st->active = sum.active;
     st->committed = sum.committed;
@@ -274,6 +294,12 @@ int alloc_stats_get(alloc_stats_t *st)
 
 /* ---- formatting ------------------------------------------------------- */
 
+/* The block size a large (huge) bin's blocks have (at most). */
+static size_t bin_size(bool huge, unsigned i)
+{
+    return huge ? SHOAL_HUGE_BIN_MIN << i : SHOAL_SLOT_SIZE << i;
+}
+
 /* Blocks the class's pages can hold: what live blocks are a share of
  * (their utilisation, the figure that names fragmentation). */
 static size_t class_capacity(unsigned c, const alloc_class_stats_t *k)
@@ -326,6 +352,42 @@ static const char *human(char *b, size_t cap, size_t v)
     return b;
 }
 
+/* The bins that ever held a block: in text, one line of "up to size:
+ * live (peak N)" entries; in JSON, a "bins" array of objects whose
+ * "up_to" is the bin's biggest block (null for the last huge bin, which
+ * takes everything bigger than the one before). */
+static void put_bins(out_t *o, bool json, const alloc_bin_stats_t *bins, unsigned n, bool huge)
+{
+    char a[24];
+    bool any = false;
+    if (json)
+        put(o, "\"bins\":[");
+    for (unsigned i = 0; i < n; i++) {
+        const alloc_bin_stats_t *bin = &bins[i];
+        if (bin->live_peak == 0)
+            continue;
+        bool open = huge && i + 1 == n;
+        size_t size = bin_size(huge, open ? i - 1 : i);
+        if (json) {
+            char up_to[24] = "null";
+            if (!open)
+                shoal_format(up_to, sizeof up_to, "%zu", size);
+            put(o, "%s{\"up_to\":%s,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu}",
+                any ? "," : "", up_to, bin->live, bin->live_bytes, bin->live_peak);
+        } else {
+            put(o, "%s%s %s: %zu (peak %zu)",
+                any ? "," : huge ? "huge by size  " : "large by size ", open ? " >" : "",
+                human(a, sizeof a, size), bin->live, bin->live_peak);
+        }
+        any = true;
+    }
+    if (json)
+        put(o, "]");
+    else if (any)
+        put(o, "\n");
+}
+
+
 /* a / b with two decimals, "-" when b is 0. */
 static const char *ratio(char *b, size_t cap, size_t a, size_t d)
 {
@@ -376,6 +438,8 @@ static void text_report(out_t *o, const alloc_stats_t *s)
     put(o, "huge cache     %zu mappings (%s; peak %zu, %s)\n", s->huge_cached,
         human(a, sizeof a, s->huge_cached_bytes), s->huge_cached_peak,
         human(b, sizeof b, s->huge_cached_bytes_peak));
+    put_bins(o, false, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
+    put_bins(o, false, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
     put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
            "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees (%zu in flight, %lu atomics)\n",
         s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
@@ -428,15 +492,19 @@ static void json_report(out_t *o, const alloc_stats_t *s)
         s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
         (unsigned long)s->pool_releases, s->purge_due_ms);
     put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
-           "\"live_bytes_peak\":%zu},",
+           "\"live_bytes_peak\":%zu,",
         (unsigned long)s->large_requests, s->large_live, s->large_live_bytes, s->large_live_peak,
         s->large_live_bytes_peak);
+    put_bins(o, true, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
+    put(o, "},");
     put(o, "\"huge\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
            "\"live_bytes_peak\":%zu,\"cached\":%zu,\"cached_bytes\":%zu,\"cached_peak\":%zu,"
-           "\"cached_bytes_peak\":%zu},",
+           "\"cached_bytes_peak\":%zu,",
         (unsigned long)s->huge_requests, s->huge_live, s->huge_live_bytes, s->huge_live_peak,
         s->huge_live_bytes_peak, s->huge_cached, s->huge_cached_bytes, s->huge_cached_peak,
         s->huge_cached_bytes_peak);
+    put_bins(o, true, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
+    put(o, "},");
     put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
            "\"abandoned_pages\":%zu,\"abandoned_pages_peak\":%zu,\"pages_adopted\":%lu,"
            "\"remote_frees\":%lu,\"remote_in_flight\":%zu,\"remote_atomics\":%lu},",

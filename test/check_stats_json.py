@@ -47,6 +47,14 @@ def check(doc, where):
         for key in keys:
             v = doc[group].get(key)
             need(isinstance(v, int) and v >= 0, f"{group}.{key} missing or negative")
+    for group in ("large", "huge"):
+        bins = doc[group].get("bins")
+        need(isinstance(bins, list), f"{group}.bins missing")
+        for b in bins:
+            need(b.get("up_to") is None or isinstance(b["up_to"], int), f"{group} bin up_to: {b}")
+            for key in ("live", "live_bytes", "live_peak"):
+                need(isinstance(b.get(key), int) and b[key] >= 0, f"{group} bin {key}: {b}")
+            need(b["live_peak"] > 0, f"{group} bin listed that never held a block: {b}")
     due = doc["pool"].get("purge_due_ms")
     need(isinstance(due, int) and due >= -1, "pool.purge_due_ms missing or below -1")
     for key in ("active_allocated", "resident_active", "resident_allocated"):

@@ -218,6 +218,33 @@ static void *own_then_free(void *arg)
     return free_them(arg);
 }
 
+/* Large blocks by order and huge blocks by mapping size: two 200 KB
+ * blocks are 256 KiB blocks (order 2), a 10 MiB block's mapping is in
+ * the "up to 16 MiB" bin (2); freeing them takes them out again. */
+static void test_bins(void **state)
+{
+    (void)state;
+    alloc_stats_t a = take();
+    void *l1 = alloc_malloc(200000), *l2 = alloc_malloc(200000), *h = alloc_malloc(10 << 20);
+    assert_true(l1 != NULL && l2 != NULL && h != NULL);
+    alloc_stats_t b = take();
+    assert_int_equal(b.large_bins[2].live - a.large_bins[2].live, 2);
+    assert_int_equal(b.large_bins[2].live_bytes - a.large_bins[2].live_bytes, 2 << 18);
+    assert_true(b.large_bins[2].live_peak >= b.large_bins[2].live);
+    assert_int_equal(b.huge_bins[2].live - a.huge_bins[2].live, 1);
+    assert_true(b.huge_bins[2].live_bytes - a.huge_bins[2].live_bytes >= (size_t)10 << 20);
+    assert_true(b.huge_bins[2].live_peak >= 1);
+    for (unsigned i = 0; i < ALLOC_STATS_LARGE_BINS; i++)
+        if (i != 2)
+            assert_int_equal(b.large_bins[i].live, a.large_bins[i].live);
+    alloc_free(l1);
+    alloc_free(l2);
+    alloc_free(h);
+    alloc_stats_t c = take();
+    assert_int_equal(c.large_bins[2].live, a.large_bins[2].live);
+    assert_int_equal(c.huge_bins[2].live, a.huge_bins[2].live);
+}
+
 /* Freed memory is due for a pass; with none waiting, none is due. */
 static void test_purge_due(void **state)
 {
@@ -439,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_counters_exact),
         cmocka_unit_test(test_metadata_counted),
         cmocka_unit_test(test_purge_due),
+        cmocka_unit_test(test_bins),
         cmocka_unit_test(test_remote_frees_counted),
         cmocka_unit_test(test_text_report),
         cmocka_unit_test(test_signal_storm),

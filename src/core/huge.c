@@ -33,6 +33,10 @@ static unsigned cached;
 static _Atomic size_t live, live_bytes, cached_bytes, cached_maps;
 static _Atomic size_t live_peak, live_bytes_peak, cached_peak, cached_bytes_peak;
 static _Atomic size_t requests;
+/* By size: live blocks whose mapping is at most 4 MiB << i (the last bin
+ * takes every bigger one), their bytes, and the most live at once. */
+static _Atomic size_t bin_live[SHOAL_HUGE_BINS], bin_bytes[SHOAL_HUGE_BINS];
+static _Atomic size_t bin_peak[SHOAL_HUGE_BINS];
 
 static size_t get(_Atomic size_t *c)
 {
@@ -57,6 +61,11 @@ static void count_live(int dir, size_t size)
 {
     add(&live, (size_t)dir, &live_peak);
     add(&live_bytes, dir > 0 ? size : -size, &live_bytes_peak);
+    unsigned bin = 0;
+    while (bin + 1 < SHOAL_HUGE_BINS && size > (SHOAL_HUGE_BIN_MIN << bin))
+        bin++;
+    add(&bin_live[bin], (size_t)dir, &bin_peak[bin]);
+    add(&bin_bytes[bin], dir > 0 ? size : -size, NULL);
 }
 
 /* Where the block starts in a mapping, for an alignment. */
@@ -339,4 +348,9 @@ void shoal_huge_stats(shoal_huge_stats_t *st)
     st->live_bytes_peak = get(&live_bytes_peak);
     st->cached_peak = get(&cached_peak);
     st->cached_bytes_peak = get(&cached_bytes_peak);
+    for (unsigned i = 0; i < SHOAL_HUGE_BINS; i++) {
+        st->bin_live[i] = get(&bin_live[i]);
+        st->bin_bytes[i] = get(&bin_bytes[i]);
+        st->bin_peak[i] = get(&bin_peak[i]);
+    }
 }

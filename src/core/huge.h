@@ -47,10 +47,16 @@ size_t shoal_huge_purge(bool force, size_t *waiting);
 void shoal_huge_fork_prepare(void);
 void shoal_huge_fork_release(void);
 
+/* Live huge blocks by size: bin i holds mappings of at most
+ * SHOAL_HUGE_BIN_MIN << i bytes, the last bin all bigger ones. */
+#define SHOAL_HUGE_BINS 16
+#define SHOAL_HUGE_BIN_MIN ((size_t)4 << 20)
+
 typedef struct shoal_huge_stats_s {
     uint64_t requests;
     size_t live, live_bytes, cached, cached_bytes;      /* mapping bytes */
     size_t live_peak, live_bytes_peak, cached_peak, cached_bytes_peak;
+    size_t bin_live[SHOAL_HUGE_BINS], bin_bytes[SHOAL_HUGE_BINS], bin_peak[SHOAL_HUGE_BINS];
 } shoal_huge_stats_t;
 void shoal_huge_stats(shoal_huge_stats_t *st);
 

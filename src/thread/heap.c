@@ -48,6 +48,7 @@ static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
 /* Frees by threads that have no heap (their exit handler ran). */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
 static _Atomic uint64_t orphan_large_allocs, orphan_large_frees, orphan_large_bytes;
+static _Atomic uint64_t orphan_large_live[SHOAL_MAX_ORDER + 1];
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static _Atomic unsigned heaps_made;     /* structs, for their outbox slots */
@@ -367,6 +368,16 @@ static void count_large(shoal_heap_t *h, uint64_t allocs, uint64_t frees, size_t
     }
 }
 
+/* A large block of this order starts (+1) or stops (-1) being live. */
+static void count_large_order(shoal_heap_t *h, unsigned order, int dir)
+{
+    if (h != &shoal_empty_heap)
+        shoal_count(&h->stats.large_live[order], (uint64_t)(int64_t)dir);
+    else if (SHOAL_STATS_ENABLED)
+        atomic_fetch_add_explicit(&orphan_large_live[order], (uint64_t)(int64_t)dir,
+                                  memory_order_relaxed);
+}
+
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
 {
     shoal_heap_t *h = shoal_tl_heap;
@@ -397,6 +408,7 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
         shoal_stats_tick();     /* the footprint grows: sample the peaks */
     }
     count_large(h, 1, 0, SHOAL_SLOT_SIZE << order, 0);
+    count_large_order(h, order, 1);
     return shoal_large_make(&s, n, zero);
 }
 
@@ -407,6 +419,7 @@ void shoal_heap_large_free(shoal_page_t *head)
     shoal_superpage_t *sp = shoal_superpage_of(head);
     unsigned slot = (unsigned)(head - sp->pages);
     count_large(h, 0, 1, 0, shoal_large_usable(head));
+    count_large_order(h, order, -1);
     shoal_large_unmake(head);
     if (h == &shoal_empty_heap || (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
         shoal_pool_release(sp, slot, 1u << order);
@@ -429,9 +442,13 @@ void shoal_heap_large_free(shoal_page_t *head)
 void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
 {
     size_t old = shoal_large_usable(head);
+    unsigned old_order = head->order;
     void *p = shoal_large_resize(head, n);
-    if (p != NULL)
+    if (p != NULL) {
         count_large(shoal_tl_heap, 0, 0, shoal_large_usable(head), old);
+        count_large_order(shoal_tl_heap, old_order, -1);
+        count_large_order(shoal_tl_heap, head->order, 1);
+    }
     return p;
 }
 
@@ -951,6 +968,8 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->large_allocs = atomic_load_explicit(&orphan_large_allocs, memory_order_relaxed);
     st->large_frees = atomic_load_explicit(&orphan_large_frees, memory_order_relaxed);
     st->large_bytes = atomic_load_explicit(&orphan_large_bytes, memory_order_relaxed);
+    for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
+        st->large_live[o] = atomic_load_explicit(&orphan_large_live[o], memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
@@ -967,6 +986,8 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->large_allocs += shoal_counter_read(&k->large_allocs);
         st->large_frees += shoal_counter_read(&k->large_frees);
         st->large_bytes += shoal_counter_read(&k->large_bytes);
+        for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
+            st->large_live[o] += shoal_counter_read(&k->large_live[o]);
         for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
             st->allocs[c] += shoal_counter_read(&k->allocs[c]);
             st->frees[c] += shoal_counter_read(&k->frees[c]);

@@ -47,6 +47,7 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t pages_adopted;
     shoal_counter_t large_allocs, large_frees;  /* large blocks handed out, freed here */
     shoal_counter_t large_bytes;                /* their usable bytes, out minus back */
+    shoal_counter_t large_live[SHOAL_MAX_ORDER + 1];    /* by order, out minus back */
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
@@ -151,7 +152,7 @@ typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
     size_t structs, struct_bytes;       /* heap structs made, and their size each */
     uint64_t adopted, remote_frees, remote_received, remote_atomics;
-    uint64_t large_allocs, large_frees, large_bytes;
+    uint64_t large_allocs, large_frees, large_bytes, large_live[SHOAL_MAX_ORDER + 1];
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);

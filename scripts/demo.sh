@@ -14,21 +14,7 @@ root=$(pwd)
 step() { printf '\n== %s\n' "$*"; }
 
 step "dependencies"
-if [ -x scripts/deps.sh ]; then
-  scripts/deps.sh || { echo "demo: scripts/deps.sh failed" >&2; exit 1; }
-else
-  need=(build-essential cmake ninja-build pkg-config libck-dev python3 python3-matplotlib
-        redis-server redis-tools libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
-  missing=()
-  for p in "${need[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-fi
+scripts/deps.sh demo || { echo "demo: scripts/deps.sh failed" >&2; exit 1; }
 echo "ok"
 
 step "building shoal (build/libshoal.so)"
@@ -37,8 +23,8 @@ cmake --build build --target shoal >/dev/null || exit 1     # only what the demo
 lib="$root/build/libshoal.so"
 bench/run --build-only || exit 1
 
-step "benchmarks: bench/run --quick $* (progress per run; the table follows)"
-bench/run --quick "$@"
+step "benchmarks: bench/run --quick --quiet $* (a few minutes; failures are named)"
+bench/run --quick --quiet "$@"
 bench_status=$?
 
 step "live statistics dump (SHOAL_STATS_SIGNAL=USR2, kill -USR2 <pid>)"

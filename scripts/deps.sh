@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Install what building, testing and benchmarking shoal needs, on Debian
 # or Ubuntu.  Installs only what is missing; does nothing when all is there.
+#
+#   scripts/deps.sh          everything: build, tests, benchmarks
+#   scripts/deps.sh demo     what scripts/demo.sh runs: the build and the
+#                            benchmarks, not the test tools
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config     # build
-  clang libclang-rt-14-dev                         # TSan, ASan, UBSan, libFuzzer
-  libck-dev liburcu-dev libcmocka-dev              # ConcurrencyKit, liburcu, unit tests
-  python3 git sqlite3 redis-server redis-tools     # real programs under shoal
-  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 # benchmark peers
-  time procps valgrind python3-matplotlib          # measurement, charts
-  man-db                                           # the manual pages (install test)
-)
+build=(build-essential cmake ninja-build pkg-config  # build
+       libck-dev liburcu-dev)                        # ConcurrencyKit, liburcu (headers)
+bench=(python3 python3-matplotlib procps             # bench/run, its charts
+       redis-server redis-tools                      # workload 9
+       libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)     # the peers
+tests=(clang libclang-rt-14-dev                      # TSan, ASan, UBSan, libFuzzer
+       libcmocka-dev                                 # unit tests
+       git sqlite3                                   # real programs under shoal
+       time valgrind                                 # measurement
+       man-db)                                       # the manual pages (install test)
+case "${1:-all}" in
+  all) packages=("${build[@]}" "${bench[@]}" "${tests[@]}") ;;
+  demo) packages=("${build[@]}" "${bench[@]}") ;;
+  *) echo "usage: scripts/deps.sh [all|demo]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

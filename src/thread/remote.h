@@ -7,15 +7,15 @@
  * and on the idle sweep, alloc_collect and thread exit, each batch goes
  * to its owner's inbox as one list: one exchange on the inbox's tail
  * (liburcu's wait-free concurrent queue, wfcqueue).  The owner's holder
- * takes its inbox on its slow paths and gives each block back to its
- * page with plain stores.
+ * takes its inbox whole on its slow paths and gives each block back to
+ * its page with plain stores.
  *
  * Ownership.  Every block is held by exactly one party at a time: a
  * user; the freeing heap's outbox (only that heap's holder touches it);
- * an inbox (from the exchange that links it on, which is the sender's
- * last touch of the batch, to the dequeue that takes it off, which only
- * the inbox heap's holder does); or its page's lists (the page's heap's
- * holder).  A block in an outbox or inbox still counts in its page's
+ * an inbox (from the exchange that links it on, after which the sender
+ * touches only the node before its batch, to the splice that takes it,
+ * which only the inbox heap's holder does); that holder's private queue;
+ * or its page's lists (the page's heap's holder).  A block in an outbox or inbox still counts in its page's
  * `used`, so the page stays a page, of the same class, the whole time.
  *
  * A page may change heaps while blocks are on their way to the old one

@@ -157,13 +157,6 @@ void *alloc_aligned(size_t align, size_t n)
 
 /* ---- free ------------------------------------------------------------- */
 
-/* The descriptor of the span holding p (p in a pool superpage). */
-static inline shoal_page_t *span_of(const void *p)
-{
-    shoal_page_t *pg = shoal_slot_desc(p);
-    return pg - pg->slot_offset;
-}
-
 /* A pointer into a page that is not a live block's start: say which. */
 static __attribute__((noinline, cold)) void bad_block(const shoal_page_t *pg,
                                                       const shoal_block_t *b, const char *fn)
@@ -249,7 +242,7 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
     if (p == NULL)
         return;
     if (k == SHOAL_CHUNK_SUPERPAGE) {
-        shoal_page_t *pg = span_of(p);
+        shoal_page_t *pg = shoal_span_of(p);
         if (pg->kind == SHOAL_SLOT_PAGE) {
             if (shoal_block_is_start(pg, p))
                 page_free(pg, p);
@@ -301,7 +294,7 @@ static size_t usable_or_fault(const void *p, const char *fn)
 {
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (k == SHOAL_CHUNK_SUPERPAGE) {
-        shoal_page_t *pg = span_of(p);
+        shoal_page_t *pg = shoal_span_of(p);
         if (pg->kind == SHOAL_SLOT_PAGE) {
             if (shoal_block_is_live(pg, p))
                 return pg->block_size;
@@ -381,7 +374,7 @@ static void *resize_in_place(void *p, size_t old, size_t n)
 {
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (k == SHOAL_CHUNK_SUPERPAGE) {
-        shoal_page_t *pg = span_of(p);
+        shoal_page_t *pg = shoal_span_of(p);
         if (pg->kind == SHOAL_SLOT_PAGE)        /* keep unless it wastes half (free_sized knows) */
             return n <= old && n > old / 2 ? p : NULL;
         return n > SHOAL_MEDIUM_MAX && n <= SHOAL_LARGE_MAX ? shoal_heap_large_resize(pg, n) : NULL;

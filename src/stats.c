@@ -106,15 +106,12 @@ static size_t live_blocks(const shoal_heap_stats_t *heaps, unsigned c)
     return heaps->allocs[c] > heaps->frees[c] ? (size_t)(heaps->allocs[c] - heaps->frees[c]) : 0;
 }
 
-/* Large blocks of an order live now (clamped as live_blocks is). */
-static size_t large_live(const shoal_heap_stats_t *heaps, unsigned order)
+/* A sum of counters that go up in one heap and down in another (pages,
+ * large blocks by order): read while they change, it may dip below 0 for
+ * a moment; clamp it. */
+static size_t clamped(uint64_t sum)
 {
-    return (int64_t)heaps->large_live[order] > 0 ? (size_t)heaps->large_live[order] : 0;
-}
-
-static size_t class_pages(const shoal_heap_stats_t *heaps, unsigned c)
-{
-    return (int64_t)heaps->pages[c] > 0 ? (size_t)heaps->pages[c] : 0;
+    return (int64_t)sum > 0 ? (size_t)sum : 0;
 }
 
 /* Read every counter once, update the sampled peaks, and sum up. */
@@ -130,10 +127,10 @@ static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_hu
         size_t n = live_blocks(heaps, c);
         sum->allocated += n * shoal_class_size(c);
         shoal_peak_update(&peak_class_blocks[c], n);
-        shoal_peak_update(&peak_class_pages[c], class_pages(heaps, c));
+        shoal_peak_update(&peak_class_pages[c], clamped(heaps->pages[c]));
     }
     for (unsigned o = 0; o < ALLOC_STATS_LARGE_BINS; o++)
-        shoal_peak_update(&peak_large_bin[o], large_live(heaps, o));
+        shoal_peak_update(&peak_large_bin[o], clamped(heaps->large_live[o]));
     sum->active = (pool->slots_claimed << SHOAL_SLOT_SHIFT) + huge->live_bytes;
     sum->dirty = pool->slots_dirty_free;
     sum->committed = shoal_commit_charged();
@@ -202,14 +199,14 @@ static void stats_fill(alloc_stats_t *st)
         k->requests = heaps->allocs[c];
         k->live_blocks = live_blocks(heaps, c);
         k->live_bytes = k->live_blocks * k->block_size;
-        k->pages = class_pages(heaps, c);
+        k->pages = clamped(heaps->pages[c]);
         kp->live_blocks = peak_of(&peak_class_blocks[c]);
         kp->live_bytes = kp->live_blocks * k->block_size;
         kp->pages = peak_of(&peak_class_pages[c]);
     }
     for (unsigned o = 0; o < ALLOC_STATS_LARGE_BINS; o++) {
         alloc_bin_stats_t *bin = &st->large_bins[o];
-        bin->live = large_live(heaps, o);
+        bin->live = clamped(heaps->large_live[o]);
         bin->live_bytes = bin->live * (SHOAL_SLOT_SIZE << o);
         bin->live_peak = max_of(peak_of(&peak_large_bin[o]), bin->live);
     }

@@ -340,6 +340,15 @@ static bool filled(const void *p, size_t n, unsigned seed)
     return true;
 }
 
+/* A test through the API starts from an allocator with nothing waiting
+ * and from no failures; what it ends with is compared with this. */
+static alloc_stats_t settled_start(void)
+{
+    alloc_collect(true);
+    atomic_store(&failures, 0);
+    return take();
+}
+
 /* Everything has come home: nothing in flight, nothing live of the
  * class, no page held for it, nothing orphaned, relative to `base`. */
 static void assert_all_home(const alloc_stats_t *base, size_t bsize)
@@ -397,9 +406,7 @@ static void *aba_b(void *arg)
 static void test_aba_interleaving_loses_nothing(void **state)
 {
     (void)state;
-    alloc_collect(true);
-    alloc_stats_t base = take();
-    atomic_store(&failures, 0);
+    alloc_stats_t base = settled_start();
     pthread_barrier_init(&step, NULL, 3);
     pthread_barrier_init(&step2, NULL, 2);
     pthread_t h, b;
@@ -434,18 +441,21 @@ static void test_aba_interleaving_loses_nothing(void **state)
 #define SWAP 3000
 static void *swap_blocks[2][SWAP];
 
+static size_t swap_size(unsigned i)
+{
+    return 16 + (i * 53) % 3000;
+}
+
 static void *swapper(void *arg)
 {
     unsigned me = (unsigned)(uintptr_t)arg;
     for (unsigned i = 0; i < SWAP; i++) {
-        size_t n = 16 + (i * 53) % 3000;
-        swap_blocks[me][i] = alloc_malloc(n);
-        fill(swap_blocks[me][i], n, i + me);
+        swap_blocks[me][i] = alloc_malloc(swap_size(i));
+        fill(swap_blocks[me][i], swap_size(i), i + me);
     }
     wait_step();
     for (unsigned i = 0; i < SWAP; i++) {
-        size_t n = 16 + (i * 53) % 3000;
-        if (!filled(swap_blocks[!me][i], n, i + !me))
+        if (!filled(swap_blocks[!me][i], swap_size(i), i + !me))
             atomic_fetch_add(&failures, 1);
         alloc_free(swap_blocks[!me][i]);
     }
@@ -456,9 +466,7 @@ static void *swapper(void *arg)
 static void test_exit_with_batches_both_ways(void **state)
 {
     (void)state;
-    alloc_collect(true);
-    alloc_stats_t base = take();
-    atomic_store(&failures, 0);
+    alloc_stats_t base = settled_start();
     pthread_barrier_init(&step, NULL, 2);
     pthread_t t[2];
     for (uintptr_t i = 0; i < 2; i++)
@@ -477,8 +485,8 @@ static void test_exit_with_batches_both_ways(void **state)
 
 /* Producer and consumer: the consumer frees every block remotely.  The
  * atomic operations that costs, sending and taking: at most one per 16
- * remote frees (one per batch and one per take, against one or more per
- * free when each free was a compare-and-swap on its page). */
+ * remote frees (one per batch sent, three per take, against one or more
+ * per free when each free was a compare-and-swap on its page). */
 #ifdef UNDER_TSAN
 #define ITEMS 20000
 #else
@@ -504,9 +512,7 @@ static void *consumer(void *arg)
 static void test_prodcons_atomics_amortized(void **state)
 {
     (void)state;
-    alloc_collect(true);
-    alloc_stats_t base = take();
-    atomic_store(&failures, 0);
+    alloc_stats_t base = settled_start();
     pthread_t t;
     pthread_create(&t, NULL, consumer, NULL);
     for (unsigned i = 0; i < ITEMS; i++) {

@@ -117,4 +117,12 @@ static inline shoal_page_t *shoal_slot_desc(const void *p)
     return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) + offsetof(shoal_superpage_t, pages) + at);
 }
 
+/* The head descriptor of the span holding p (p inside a pool superpage):
+ * a tail slot leads back to it. */
+static inline shoal_page_t *shoal_span_of(const void *p)
+{
+    shoal_page_t *pg = shoal_slot_desc(p);
+    return pg - pg->slot_offset;
+}
+
 #endif

@@ -226,10 +226,7 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
     }
     shoal_count(&me->stats.frees[pg->size_class], 1);
     if (dest == me) {           /* a free by the owner after all */
-        b->link = shoal_encode(pg, pg->local_free);
-        pg->local_free = b;
-        if (--pg->used == 0 || pg->in_full)
-            shoal_heap_page_freed(me, pg);
+        shoal_remote_come_home(me, pg, b, page_event);
         return;
     }
     shoal_count(&me->stats.remote_frees, 1);
@@ -353,29 +350,35 @@ void shoal_heap_drain_caches(void)
 
 /* ---- large blocks ----------------------------------------------------- */
 
-static void count_large(shoal_heap_t *h, uint64_t allocs, uint64_t frees, size_t bytes_out,
-                        size_t bytes_back)
-{
-    if (h != &shoal_empty_heap) {
-        shoal_count(&h->stats.large_allocs, allocs);
-        shoal_count(&h->stats.large_frees, frees);
-        shoal_count(&h->stats.large_bytes, bytes_out - bytes_back);
-    } else if (SHOAL_STATS_ENABLED) {
-        atomic_fetch_add_explicit(&orphan_large_allocs, allocs, memory_order_relaxed);
-        atomic_fetch_add_explicit(&orphan_large_frees, frees, memory_order_relaxed);
-        atomic_fetch_add_explicit(&orphan_large_bytes, bytes_out - bytes_back,
-                                  memory_order_relaxed);
-    }
-}
-
-/* A large block of this order starts (+1) or stops (-1) being live. */
-static void count_large_order(shoal_heap_t *h, unsigned order, int dir)
+/* Add n to a large-block counter: h's, or the heapless threads'. */
+static void count_large_add(shoal_heap_t *h, shoal_counter_t *mine, _Atomic uint64_t *orphan,
+                            uint64_t n)
 {
     if (h != &shoal_empty_heap)
-        shoal_count(&h->stats.large_live[order], (uint64_t)(int64_t)dir);
+        shoal_count(mine, n);
     else if (SHOAL_STATS_ENABLED)
-        atomic_fetch_add_explicit(&orphan_large_live[order], (uint64_t)(int64_t)dir,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(orphan, n, memory_order_relaxed);
+}
+
+/* A large block of order `out` is handed out and one of order `back`
+ * comes back (-1: none); both at once is a resize in place, which is
+ * neither an allocation nor a free. */
+static void count_large(shoal_heap_t *h, int out, int back)
+{
+    shoal_heap_counters_t *k = &h->stats;
+    if (out >= 0) {
+        count_large_add(h, &k->large_live[out], &orphan_large_live[out], 1);
+        count_large_add(h, &k->large_bytes, &orphan_large_bytes, SHOAL_SLOT_SIZE << out);
+    }
+    if (back >= 0) {
+        count_large_add(h, &k->large_live[back], &orphan_large_live[back], (uint64_t)-1);
+        count_large_add(h, &k->large_bytes, &orphan_large_bytes,
+                        (uint64_t)0 - (SHOAL_SLOT_SIZE << back));
+    }
+    if (out >= 0 && back < 0)
+        count_large_add(h, &k->large_allocs, &orphan_large_allocs, 1);
+    if (back >= 0 && out < 0)
+        count_large_add(h, &k->large_frees, &orphan_large_frees, 1);
 }
 
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
@@ -407,8 +410,7 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
     } else {
         shoal_stats_tick();     /* the footprint grows: sample the peaks */
     }
-    count_large(h, 1, 0, SHOAL_SLOT_SIZE << order, 0);
-    count_large_order(h, order, 1);
+    count_large(h, (int)order, -1);
     return shoal_large_make(&s, n, zero);
 }
 
@@ -418,8 +420,7 @@ void shoal_heap_large_free(shoal_page_t *head)
     unsigned order = head->order;
     shoal_superpage_t *sp = shoal_superpage_of(head);
     unsigned slot = (unsigned)(head - sp->pages);
-    count_large(h, 0, 1, 0, shoal_large_usable(head));
-    count_large_order(h, order, -1);
+    count_large(h, -1, (int)order);
     shoal_large_unmake(head);
     if (h == &shoal_empty_heap || (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
         shoal_pool_release(sp, slot, 1u << order);
@@ -441,14 +442,10 @@ void shoal_heap_large_free(shoal_page_t *head)
 
 void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
 {
-    size_t old = shoal_large_usable(head);
-    unsigned old_order = head->order;
+    int old = head->order;
     void *p = shoal_large_resize(head, n);
-    if (p != NULL) {
-        count_large(shoal_tl_heap, 0, 0, shoal_large_usable(head), old);
-        count_large_order(shoal_tl_heap, old_order, -1);
-        count_large_order(shoal_tl_heap, head->order, 1);
-    }
+    if (p != NULL)
+        count_large(shoal_tl_heap, head->order, old);
     return p;
 }
 
@@ -671,6 +668,12 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
 
 /* ---- heap lifetime ---------------------------------------------------- */
 
+/* What a heap struct takes in the areas they are cut from. */
+static size_t heap_struct_bytes(void)
+{
+    return shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);
+}
+
 static shoal_heap_t *heap_new(void)
 {
     ck_stack_entry_t *e = ck_stack_pop_mpmc(&free_heaps);
@@ -679,7 +682,7 @@ static shoal_heap_t *heap_new(void)
         shoal_tsan_acquire(h);
         return h;
     }
-    size_t sz = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);     /* see heap_stats */
+    size_t sz = heap_struct_bytes();
     shoal_heap_t *h = NULL;
     shoal_lock(&area_lock);
     if (area_next == NULL || (size_t)(area_end - area_next) < sz) {
@@ -961,7 +964,7 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
     st->abandoned_pages = 0;
     st->structs = atomic_load_explicit(&heaps_made, memory_order_relaxed);
-    st->struct_bytes = shoal_align_up(sizeof(shoal_heap_t), SHOAL_CACHE_LINE);
+    st->struct_bytes = heap_struct_bytes();
     st->adopted = st->remote_received = 0;
     st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);

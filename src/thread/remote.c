@@ -64,18 +64,16 @@ void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *
     send(by, dest, node, node);
 }
 
-static void send_slot(shoal_heap_t *me, shoal_outbox_slot_t *s)
-{
-    send(me, s->dest, s->first, s->last);
-    s->first = s->last = NULL;
-}
-
 void shoal_remote_send_all(shoal_heap_t *me)
 {
     shoal_outbox_t *out = &me->outbox;
-    for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++)
-        if (out->slot[i].first != NULL)
-            send_slot(me, &out->slot[i]);
+    for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++) {
+        shoal_outbox_slot_t *s = &out->slot[i];
+        if (s->first != NULL) {
+            send(me, s->dest, s->first, s->last);
+            s->first = s->last = NULL;
+        }
+    }
     out->bytes = 0;
 }
 
@@ -120,8 +118,7 @@ static shoal_page_t *page_of_sent(const shoal_block_t *b, const void *near)
     if ((((uintptr_t)b ^ (uintptr_t)near) >> SHOAL_SP_SHIFT) != 0 &&
         shoal_chunk_of(b) != SHOAL_CHUNK_SUPERPAGE)
         return NULL;
-    shoal_page_t *pg = shoal_slot_desc(b);
-    pg -= pg->slot_offset;
+    shoal_page_t *pg = shoal_span_of(b);
     /* The freed mark, as malloc checks a block it pops: only free blocks
      * of pg carry it (and user data, with probability 2^-64). */
     if (pg->kind != SHOAL_SLOT_PAGE || b->freed != shoal_freed_mark(pg))
@@ -138,16 +135,6 @@ static __attribute__((noinline, cold)) void broken(shoal_inbox_t *in, const shoa
     in->broken = true;
     shoal_fault("free", b, "remote free queue corrupted: the link in this block, freed by "
                            "another thread, was overwritten (a write after free)");
-}
-
-/* b came home to pg, one of h's pages. */
-static inline void come_home(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b,
-                             shoal_remote_event_fn *event)
-{
-    b->link = shoal_encode(pg, pg->local_free);
-    pg->local_free = b;
-    if (shoal_unlikely(--pg->used == 0 || pg->in_full))
-        event(h, pg);
 }
 
 size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
@@ -209,7 +196,7 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
          * set up. */
         shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_acquire);
         if (shoal_likely(owner == h)) {
-            come_home(h, pg, b, event);
+            shoal_remote_come_home(h, pg, b, event);
             n++;
         } else {
             shoal_remote_send_one(h, owner, b);     /* the page moved: on to its heap now */

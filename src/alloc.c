@@ -16,12 +16,12 @@
 #include <string.h>
 #include "core/chunk_map.h"
 #include "core/huge.h"
-#include "core/large.h"
 #include "core/purge.h"
 #include "core/message.h"
 #include "core/options.h"
 #include "stats.h"
 #include "thread/heap.h"
+#include "thread/large_cache.h"
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
 
@@ -124,6 +124,10 @@ void *alloc_malloc(size_t n)
             return page_pop(h, cls, pg, b);
         if (pg->local_free != NULL)     /* ran dry: refill from this thread's frees */
             return page_pop(h, cls, pg, shoal_page_take_local(pg));
+    } else if (n - 1 < SHOAL_LARGE_MAX) {
+        void *p = shoal_large_cache_pop(shoal_tl_heap, n);
+        if (p != NULL)
+            return p;
     }
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
@@ -235,14 +239,16 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
     shoal_heap_remote_free(pg, b, h, owner);
 }
 
-/* Everything free's fast path does not take: NULL, a block in a later
- * slot of a multi-slot page, large and huge blocks, and bad pointers. */
-static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chunk_kind k)
+/* The rest of free: blocks in a later slot of a multi-slot page, large
+ * blocks the cache has no room for, huge blocks, NULL and bad pointers. */
+static __attribute__((noinline, cold)) void free_rare(void *p, enum shoal_chunk_kind k)
 {
-    if (p == NULL)
-        return;
     if (k == SHOAL_CHUNK_SUPERPAGE) {
         shoal_page_t *pg = shoal_span_of(p);
+        if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start) {
+            shoal_heap_large_free(pg);
+            return;
+        }
         if (pg->kind == SHOAL_SLOT_PAGE) {
             if (shoal_block_is_start(pg, p))
                 page_free(pg, p);
@@ -250,14 +256,11 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
                 bad_block(pg, p, "free");
             return;
         }
-        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg)) {
-            shoal_heap_large_free(pg);
-            shoal_purger_start();
-            return;
-        }
         bad_pool_pointer(p, "free");
         return;
     }
+    if (p == NULL)
+        return;
     if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
         shoal_huge_t *h = shoal_huge_of(p, k);
         if (h != NULL) {
@@ -268,6 +271,19 @@ static __attribute__((noinline, cold)) void free_generic(void *p, enum shoal_chu
     }
     shoal_fault("free", p, shoal_huge_was_freed(p) ? "double free (the huge block is already free)"
                                                    : "pointer not allocated by shoal");
+}
+
+/* What the block-start test sends on: a large block goes to this
+ * thread's cache with a push; everything else is rare. */
+static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kind k)
+{
+    if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
+        shoal_page_t *pg = shoal_span_of(p);
+        if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
+            shoal_large_cache_push(shoal_tl_heap, pg))
+            return;
+    }
+    free_rare(p, k);
 }
 
 void alloc_free(void *p)
@@ -301,7 +317,7 @@ static size_t usable_or_fault(const void *p, const char *fn)
             bad_block(pg, p, fn);
             return 0;
         }
-        if (pg->kind == SHOAL_SLOT_LARGE && p == shoal_page_start(pg))
+        if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start)
             return shoal_large_usable(pg);
         bad_pool_pointer(p, fn);
         return 0;

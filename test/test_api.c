@@ -576,6 +576,76 @@ static void test_realloc_large_in_place(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
 }
 
+/* A freed large block stays with the thread that freed it, on a stack of
+ * its order: the next malloc of that order gets it back (contents of the
+ * new owner checked), the stack holds at most 2 MiB in all, and a block
+ * too big for what is left makes room by giving the largest back.  The
+ * counters add up: requests count every malloc, live and live bytes come
+ * back to where they were. */
+static void test_large_cache(void **state)
+{
+    (void)state;
+    alloc_collect(true);                /* an empty cache to start from */
+    alloc_stats_t before = stats();
+    char *p = alloc_malloc(200 * KiB);  /* order 2: 256 KiB */
+    assert_non_null(p);
+    fill_pat(p, 200 * KiB, 1);
+    alloc_free(p);
+    char *q = alloc_malloc(129 * KiB);  /* the same order */
+    assert_ptr_equal(q, p);
+    assert_int_equal(alloc_usable_size(q), 256 * KiB);
+    fill_pat(q, 256 * KiB, 2);
+    assert_pattern(q, 256 * KiB, 2);
+    alloc_stats_t mid = stats();
+    assert_int_equal(mid.large_requests - before.large_requests, 2);
+    assert_int_equal(mid.large_live - before.large_live, 1);
+    assert_int_equal(mid.large_live_bytes - before.large_live_bytes, 256 * KiB);
+    assert_int_equal(mid.large_bins[2].live - before.large_bins[2].live, 1);
+    alloc_free(q);
+
+    /* Twenty 256 KiB blocks, freed: at most eight (2 MiB) stay cached. */
+    enum { N = 20 };
+    char *b[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = alloc_malloc(256 * KiB);
+        assert_non_null(b[i]);
+        fill_pat(b[i], 256 * KiB, (uint64_t)i + 10);
+    }
+    size_t peak_slots = stats().pool_slots_used;
+    for (int i = 0; i < N; i++) {
+        assert_pattern(b[i], 256 * KiB, (uint64_t)i + 10);
+        alloc_free(b[i]);
+    }
+    alloc_stats_t after = stats();
+    assert_int_equal(after.large_live, before.large_live);
+    assert_int_equal(after.large_live_bytes, before.large_live_bytes);
+    assert_int_equal(after.large_requests - before.large_requests, 2 + N);
+    assert_true(peak_slots - after.pool_slots_used >= (size_t)N * 4 - 32);
+    /* The last freed is on top: LIFO keeps the warmest block in use. */
+    q = alloc_malloc(256 * KiB);
+    assert_ptr_equal(q, b[N - 1]);
+    /* A 2 MiB block's free pushes out all the rest; it comes back next. */
+    char *big = alloc_malloc(2 * MiB);
+    assert_non_null(big);
+    fill_pat(big, 2 * MiB, 3);
+    alloc_free(q);
+    alloc_free(big);
+    char *again = alloc_malloc(2 * MiB);
+    assert_ptr_equal(again, big);
+    fill_pat(again, 2 * MiB, 4);
+    assert_pattern(again, 2 * MiB, 4);
+    /* A smaller request is cut from a larger cached block. */
+    alloc_free(again);
+    q = alloc_malloc(100 * KiB);
+    assert_ptr_equal(q, big);
+    assert_int_equal(alloc_usable_size(q), 128 * KiB);
+    fill_pat(q, 128 * KiB, 5);
+    assert_pattern(q, 128 * KiB, 5);
+    alloc_free(q);
+    alloc_collect(true);
+    assert_int_equal(stats().large_live, before.large_live);
+}
+
 /* A failed realloc returns NULL and leaves the block as it was: too big a
  * size, an overflowing reallocarray, or MAX_MEMORY in the way. */
 static void test_realloc_failure_leaves_block(void **state)
@@ -1107,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_realloc_keeps_contents),
         cmocka_unit_test(test_realloc_huge_grows),
         cmocka_unit_test(test_realloc_large_in_place),
+        cmocka_unit_test(test_large_cache),
         cmocka_unit_test(test_realloc_failure_leaves_block),
         cmocka_unit_test(test_max_memory_enomem),
         cmocka_unit_test(test_reallocarray),

@@ -9,6 +9,7 @@ void *shoal_large_make(const shoal_span_t *s, size_t n, bool zero)
     head->order = (uint8_t)s->order;
     head->kind = SHOAL_SLOT_LARGE;
     void *p = shoal_slot_addr(s->sp, s->slot);
+    head->start = p;
     if (zero && !s->zero)
         memset(p, 0, n);
     return p;

@@ -1,7 +1,7 @@
 /* large.h - blocks above SHOAL_MEDIUM_MAX up to SHOAL_LARGE_MAX: one pool
  * block each, of the smallest order that holds them.  The block's head
- * slot descriptor says LARGE and its order; nothing is written into the
- * block itself.  A block is aligned to its own size, so alignments up to
+ * slot descriptor says LARGE, its order and where the block starts;
+ * nothing is written into the block itself.  A block is aligned to its own size, so alignments up to
  * 2 MiB cost nothing.  Only the bytes a program touches become resident,
  * so rounding up to a power of two costs address space, not RSS.
  *
@@ -16,10 +16,8 @@
 /* The order of the block for n bytes (n <= SHOAL_LARGE_MAX). */
 static inline unsigned shoal_large_order(size_t n)
 {
-    unsigned order = 0;
-    while ((SHOAL_SLOT_SIZE << order) < n)
-        order++;
-    return order;
+    return n <= SHOAL_SLOT_SIZE ? 0
+                                : 64u - (unsigned)__builtin_clzl(n - 1) - SHOAL_SLOT_SHIFT;
 }
 
 static inline size_t shoal_large_usable(const shoal_page_t *head)

@@ -5,11 +5,11 @@
  * called by that heap's holder (heap.h).
  */
 #include "heap.h"
+#include "large_cache.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
-#include "../core/large.h"
 #include "../core/options.h"
 #include "../core/purge.h"
 #include "../core/sync.h"
@@ -19,6 +19,7 @@
 shoal_page_t shoal_empty_page;
 shoal_heap_t shoal_empty_heap = {
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
+    .large_cached_slots = SHOAL_LARGE_CACHE_SLOTS + 1,  /* full: it keeps nothing */
 };
 __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) =
     &shoal_empty_heap;
@@ -47,8 +48,6 @@ static _Atomic(shoal_heap_t *) all_heaps;
 static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
 /* Frees by threads that have no heap (their exit handler ran). */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
-static _Atomic uint64_t orphan_large_allocs, orphan_large_frees, orphan_large_bytes;
-static _Atomic uint64_t orphan_large_live[SHOAL_MAX_ORDER + 1];
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
 static _Atomic unsigned heaps_made;     /* structs, for their outbox slots */
@@ -314,17 +313,6 @@ static void release_page(shoal_heap_t *h, shoal_page_t *pg, enum release_to to)
     shoal_purge_note_free();
 }
 
-static void drain_large_cache(shoal_heap_t *h)
-{
-    for (unsigned i = 0; i < h->large_cached; i++) {
-        shoal_span_t *s = &h->large_cache[i];
-        shoal_pool_release(s->sp, s->slot, 1u << s->order);
-    }
-    if (h->large_cached != 0)
-        shoal_purge_note_free();
-    h->large_cached = h->large_cached_slots = 0;
-}
-
 static void drain_page_cache(shoal_heap_t *h)
 {
     if (h->cached == 0)
@@ -339,114 +327,13 @@ static void drain_page_cache(shoal_heap_t *h)
 static void drain_cache(shoal_heap_t *h)
 {
     drain_page_cache(h);
-    drain_large_cache(h);
+    shoal_large_cache_drain(h);
 }
 
 void shoal_heap_drain_caches(void)
 {
     if (shoal_tl_heap != &shoal_empty_heap)
         drain_cache(shoal_tl_heap);
-}
-
-/* ---- large blocks ----------------------------------------------------- */
-
-/* Add n to a large-block counter: h's, or the heapless threads'. */
-static void count_large_add(shoal_heap_t *h, shoal_counter_t *mine, _Atomic uint64_t *orphan,
-                            uint64_t n)
-{
-    if (h != &shoal_empty_heap)
-        shoal_count(mine, n);
-    else if (SHOAL_STATS_ENABLED)
-        atomic_fetch_add_explicit(orphan, n, memory_order_relaxed);
-}
-
-/* A large block of order `out` is handed out and one of order `back`
- * comes back (-1: none); both at once is a resize in place, which is
- * neither an allocation nor a free. */
-static void count_large(shoal_heap_t *h, int out, int back)
-{
-    shoal_heap_counters_t *k = &h->stats;
-    if (out >= 0) {
-        count_large_add(h, &k->large_live[out], &orphan_large_live[out], 1);
-        count_large_add(h, &k->large_bytes, &orphan_large_bytes, SHOAL_SLOT_SIZE << out);
-    }
-    if (back >= 0) {
-        count_large_add(h, &k->large_live[back], &orphan_large_live[back], (uint64_t)-1);
-        count_large_add(h, &k->large_bytes, &orphan_large_bytes,
-                        (uint64_t)0 - (SHOAL_SLOT_SIZE << back));
-    }
-    if (out >= 0 && back < 0)
-        count_large_add(h, &k->large_allocs, &orphan_large_allocs, 1);
-    if (back >= 0 && out < 0)
-        count_large_add(h, &k->large_frees, &orphan_large_frees, 1);
-}
-
-void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
-{
-    shoal_heap_t *h = shoal_tl_heap;
-    unsigned order = shoal_large_order(n > align ? n : align);
-    shoal_span_t s;
-    /* The smallest cached block that holds it: a block grown by realloc
-     * and freed serves the next, smaller start of the same cycle from
-     * the same slots, rather than the cache filling with big blocks and
-     * every cycle touching new memory. */
-    unsigned best = h->large_cached;
-    for (unsigned i = 0; i < h->large_cached; i++)
-        if (h->large_cache[i].order >= order &&
-            (best == h->large_cached || h->large_cache[i].order < h->large_cache[best].order))
-            best = i;
-    if (best < h->large_cached) {
-        s = h->large_cache[best];
-        h->large_cache[best] = h->large_cache[--h->large_cached];
-        h->large_cached_slots -= 1u << s.order;
-        h->large_cache_used = true;
-        if (s.order > order) {          /* the tail goes back, resident */
-            shoal_pool_release(s.sp, s.slot + (1u << order), (1u << s.order) - (1u << order));
-            shoal_purge_note_free();
-            s.order = order;
-        }
-    } else if (!shoal_pool_claim(order, &s)) {
-        return NULL;
-    } else {
-        shoal_stats_tick();     /* the footprint grows: sample the peaks */
-    }
-    count_large(h, (int)order, -1);
-    return shoal_large_make(&s, n, zero);
-}
-
-void shoal_heap_large_free(shoal_page_t *head)
-{
-    shoal_heap_t *h = shoal_tl_heap;
-    unsigned order = head->order;
-    shoal_superpage_t *sp = shoal_superpage_of(head);
-    unsigned slot = (unsigned)(head - sp->pages);
-    count_large(h, -1, (int)order);
-    shoal_large_unmake(head);
-    if (h == &shoal_empty_heap || (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
-        shoal_pool_release(sp, slot, 1u << order);
-        shoal_purge_note_free();
-        return;
-    }
-    /* Keep it, others going back to the pool to make room. */
-    while (h->large_cached == SHOAL_LARGE_CACHE ||
-           h->large_cached_slots + (1u << order) > SHOAL_LARGE_CACHE_SLOTS) {
-        shoal_span_t old = h->large_cache[0];
-        h->large_cache[0] = h->large_cache[--h->large_cached];
-        h->large_cached_slots -= 1u << old.order;
-        shoal_pool_release(old.sp, old.slot, 1u << old.order);
-        shoal_purge_note_free();
-    }
-    h->large_cache[h->large_cached++] = (shoal_span_t){ sp, slot, order, false };
-    h->large_cached_slots += 1u << order;
-}
-
-void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
-{
-    int old = head->order;
-    void *p = shoal_large_resize(head, n);
-    if (p != NULL)
-        count_large(shoal_tl_heap, head->order, old);
-    return p;
 }
 
 /* A page whose blocks are all with the owner: back to the pool, unless it
@@ -619,7 +506,7 @@ static void sweep_idle(shoal_heap_t *h)
         return;
     h->swept_ms = now;
     if (!h->large_cache_used)
-        drain_large_cache(h);
+        shoal_large_cache_drain(h);
     if (!h->page_cache_used)
         drain_page_cache(h);
     h->large_cache_used = h->page_cache_used = false;
@@ -797,7 +684,7 @@ void shoal_heap_end_call(void)
 /* Whether a parked heap has anything to dismantle. */
 static bool heap_holds_memory(const shoal_heap_t *h)
 {
-    if (h->full != NULL || h->cached != 0 || h->large_cached != 0)
+    if (h->full != NULL || h->cached != 0 || h->large_cached_slots != 0)
         return true;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
         if (h->pages[c] != &shoal_empty_page)
@@ -968,11 +855,10 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->adopted = st->remote_received = 0;
     st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
-    st->large_allocs = atomic_load_explicit(&orphan_large_allocs, memory_order_relaxed);
-    st->large_frees = atomic_load_explicit(&orphan_large_frees, memory_order_relaxed);
-    st->large_bytes = atomic_load_explicit(&orphan_large_bytes, memory_order_relaxed);
+    st->large_allocs = atomic_load_explicit(&shoal_large_orphan_allocs, memory_order_relaxed);
     for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
-        st->large_live[o] = atomic_load_explicit(&orphan_large_live[o], memory_order_relaxed);
+        st->large_live[o] = atomic_load_explicit(&shoal_large_orphan_live[o],
+                                                 memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
@@ -987,8 +873,6 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->remote_received += shoal_counter_read(&k->remote_received);
         st->remote_atomics += shoal_counter_read(&k->remote_atomics);
         st->large_allocs += shoal_counter_read(&k->large_allocs);
-        st->large_frees += shoal_counter_read(&k->large_frees);
-        st->large_bytes += shoal_counter_read(&k->large_bytes);
         for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
             st->large_live[o] += shoal_counter_read(&k->large_live[o]);
         for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
@@ -997,4 +881,12 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
             st->pages[c] += shoal_counter_read(&k->pages[c]);
         }
     }
+    /* Derived: a large block out is live until it comes back. */
+    uint64_t live = 0;
+    st->large_bytes = 0;
+    for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++) {
+        live += st->large_live[o];
+        st->large_bytes += st->large_live[o] * (SHOAL_SLOT_SIZE << o);
+    }
+    st->large_frees = st->large_allocs - live;
 }

@@ -31,8 +31,7 @@
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
-#define SHOAL_LARGE_CACHE 4     /* freed large blocks a heap keeps, */
-#define SHOAL_LARGE_CACHE_SLOTS 32      /* up to 2 MiB of them */
+#define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps: 2 MiB */
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
@@ -45,8 +44,7 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t remote_received;            /* blocks the inbox gave back */
     shoal_counter_t remote_atomics;             /* atomic operations sending and taking */
     shoal_counter_t pages_adopted;
-    shoal_counter_t large_allocs, large_frees;  /* large blocks handed out, freed here */
-    shoal_counter_t large_bytes;                /* their usable bytes, out minus back */
+    shoal_counter_t large_allocs;               /* large blocks handed out */
     shoal_counter_t large_live[SHOAL_MAX_ORDER + 1];    /* by order, out minus back */
 } shoal_heap_counters_t;
 
@@ -57,8 +55,8 @@ typedef struct shoal_heap_s {
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
-    shoal_span_t large_cache[SHOAL_LARGE_CACHE];        /* freed large blocks */
-    unsigned large_cached, large_cached_slots;
+    shoal_page_t *large_free[SHOAL_MAX_ORDER + 1];      /* freed large blocks (large_cache.h) */
+    unsigned large_cached_slots;
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
@@ -92,13 +90,6 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
  * to the owner, through me's outbox. */
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
                             shoal_heap_t *dest);
-
-/* Large blocks (src/core/large.h) through the calling thread's cache of
- * recently freed ones: a free and a malloc of the same order meet there
- * with no atomic operation.  NULL with errno ENOMEM. */
-void *shoal_heap_large_alloc(size_t size, size_t align, bool zero);
-void shoal_heap_large_free(shoal_page_t *head);
-void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 
 /* The end of an allocation slow path: a thread whose exit handler has
  * run gives up the heap it borrowed for the call (heap.c says why). */

@@ -1,0 +1,84 @@
+/* large_cache.h - large blocks (src/core/large.h) through a heap's cache
+ * of recently freed ones.
+ *
+ * A freed large block stays with the heap of the thread that freed it,
+ * on a stack per order linked through its head descriptor's `next`, up
+ * to SHOAL_LARGE_CACHE_SLOTS slots in all: a free and a malloc of the
+ * same order meet there as a push and a pop, with no atomic operation,
+ * no lock and no clock.  The idle sweep gives the cache back to the pool
+ * when no large block was taken from it since the sweep before.
+ *
+ * Counting: a heap counts the large blocks it hands out (cumulative) and
+ * those live by order (out minus back, possibly in different heaps);
+ * frees and bytes are derived from them (shoal_heap_stats).
+ */
+#ifndef SHOAL_LARGE_CACHE_H
+#define SHOAL_LARGE_CACHE_H
+
+#include "../core/large.h"
+#include "heap.h"
+
+/* Large-block counters of threads that have no heap (their exit handler
+ * ran): atomic, on slow paths only. */
+extern _Atomic uint64_t shoal_large_orphan_allocs;
+extern _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
+
+/* Take the top block off h's stack of `order` (which must hold one). */
+static inline shoal_page_t *shoal_large_cache_take(shoal_heap_t *h, unsigned order)
+{
+    shoal_page_t *head = h->large_free[order];
+    h->large_free[order] = head->next;
+    h->large_cached_slots -= 1u << order;
+    return head;
+}
+
+/* The malloc fast path for n bytes, SHOAL_MEDIUM_MAX < n <= SHOAL_LARGE_MAX:
+ * a cached block of exactly its order, or NULL (the empty heap caches
+ * nothing, so a thread without a heap gets NULL too). */
+static inline void *shoal_large_cache_pop(shoal_heap_t *h, size_t n)
+{
+    unsigned order = shoal_large_order(n);
+    if (h->large_free[order] == NULL)
+        return NULL;
+    shoal_page_t *head = shoal_large_cache_take(h, order);
+    h->large_cache_used = true;
+    head->kind = SHOAL_SLOT_LARGE;
+    shoal_count(&h->stats.large_live[order], 1);
+    shoal_count(&h->stats.large_allocs, 1);
+    return head->start;
+}
+
+/* The free fast path: push the block whose head is `head` onto h's
+ * stack of its order; false, and nothing done, when that would take the
+ * cache over SHOAL_LARGE_CACHE_SLOTS (the empty heap's cache counts as
+ * over it, so a thread without a heap keeps nothing). */
+static inline bool shoal_large_cache_push(shoal_heap_t *h, shoal_page_t *head)
+{
+    unsigned order = head->order, slots = 1u << order;
+    if (h->large_cached_slots + slots > SHOAL_LARGE_CACHE_SLOTS)
+        return false;
+    shoal_count(&h->stats.large_live[order], (uint64_t)-1);
+    shoal_large_unmake(head);
+    head->next = h->large_free[order];
+    h->large_free[order] = head;
+    h->large_cached_slots += slots;
+    return true;
+}
+
+/* The rest of malloc's way to a large block: the smallest cached block
+ * that holds it (its tail going back to the pool), else the pool.  NULL
+ * with errno ENOMEM. */
+void *shoal_heap_large_alloc(size_t size, size_t align, bool zero);
+
+/* The rest of free's way: into the calling thread's cache, making room by
+ * giving the largest cached blocks back to the pool (to the pool
+ * straight away for a thread without a heap). */
+void shoal_heap_large_free(shoal_page_t *head);
+
+/* realloc in place (src/core/large.h), counted. */
+void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
+
+/* Give h's cached large blocks back to the pool (h's holder). */
+void shoal_large_cache_drain(shoal_heap_t *h);
+
+#endif

@@ -40,28 +40,37 @@ static __attribute__((noinline, cold)) void *broken_free_list(shoal_page_t *pg)
     return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
 }
 
-static inline void *page_pop(shoal_heap_t *h, unsigned cls, shoal_page_t *pg,
-                             shoal_block_t *b)
+static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
         return broken_free_list(pg);
     pg->free = shoal_decode(pg, b->link);
     b->freed = 0;               /* no longer free: a free of it is not a double free */
     pg->used++;
-    shoal_count(&h->stats.allocs[cls], 1);
+    shoal_count(&h->stats.allocs[pg->size_class], 1);
     return b;
 }
 
 /* Pop from a page that has a free block, zeroing n bytes if asked. */
-static inline void *page_pop_zero(shoal_heap_t *h, unsigned cls, shoal_page_t *pg, size_t n)
+static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     bool zero = pg->free_is_zero;
-    shoal_block_t *b = page_pop(h, cls, pg, pg->free);
+    shoal_block_t *b = page_pop(h, pg, pg->free);
     if (zero)
         b->link = 0;            /* the link and the mark were the only writes */
     else
         memset(b, 0, n);
     return b;
+}
+
+/* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
+ * the direct table) pops from: the heap's direct entry up to 1 KiB, its
+ * class's queue head above. */
+static inline shoal_page_t *page_for(shoal_heap_t *h, size_t n)
+{
+    if (shoal_likely(n <= SHOAL_DIRECT_MAX))
+        return h->direct[shoal_direct_index(n)];
+    return h->pages[shoal_size_to_class_nz(n)];
 }
 
 static void *alloc_tier(size_t n, size_t align, bool zero)
@@ -76,7 +85,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         if (pg == NULL)
             return NULL;
         shoal_heap_t *h = shoal_tl_heap;        /* made by find_page on first use */
-        return zero ? page_pop_zero(h, cls, pg, n) : page_pop(h, cls, pg, pg->free);
+        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_heap_large_alloc(n, align, zero);
@@ -115,20 +124,21 @@ static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t alig
 
 void *alloc_malloc(size_t n)
 {
-    if (shoal_likely(n - 1 < SHOAL_MEDIUM_MAX)) {      /* 0 wraps and goes the slow way */
-        shoal_heap_t *h = shoal_tl_heap;
-        unsigned cls = shoal_size_to_class_nz(n);
-        shoal_page_t *pg = h->pages[cls];
-        shoal_block_t *b = pg->free;
-        if (shoal_likely(b != NULL))
-            return page_pop(h, cls, pg, b);
-        if (pg->local_free != NULL)     /* ran dry: refill from this thread's frees */
-            return page_pop(h, cls, pg, shoal_page_take_local(pg));
-    } else if (n - 1 < SHOAL_LARGE_MAX) {
-        void *p = shoal_large_cache_pop(shoal_tl_heap, n);
-        if (p != NULL)
-            return p;
+    shoal_heap_t *h = shoal_tl_heap;
+    shoal_page_t *pg;
+    if (shoal_likely(n <= SHOAL_DIRECT_MAX)) {
+        pg = h->direct[shoal_direct_index(n)];
+    } else if (n <= SHOAL_MEDIUM_MAX) {
+        pg = h->pages[shoal_size_to_class_nz(n)];
+    } else {
+        void *p = n <= SHOAL_LARGE_MAX ? shoal_large_cache_pop(h, n) : NULL;
+        return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
     }
+    shoal_block_t *b = pg->free;
+    if (shoal_likely(b != NULL))
+        return page_pop(h, pg, b);
+    if (pg->local_free != NULL)         /* ran dry: refill from this thread's frees */
+        return page_pop(h, pg, shoal_page_take_local(pg));
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
 
@@ -139,13 +149,12 @@ void *alloc_calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (shoal_likely(n - 1 < SHOAL_MEDIUM_MAX)) {
+    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
         shoal_heap_t *h = shoal_tl_heap;
-        unsigned cls = shoal_size_to_class_nz(n);
-        shoal_page_t *pg = h->pages[cls];
+        shoal_page_t *pg = page_for(h, n);
         if (shoal_likely(pg->free != NULL) ||
             (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
-            return page_pop_zero(h, cls, pg, n);
+            return page_pop_zero(h, pg, n);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
@@ -201,7 +210,7 @@ static __attribute__((noinline, cold)) void bad_pool_pointer(const void *p, cons
     shoal_fault(fn, p, what);
 }
 
-/* The owner's free emptied a page, or freed into a full one. */
+/* The owner's free emptied a page behind its queue's head. */
 static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_page_t *pg)
 {
     shoal_heap_page_freed(h, pg);
@@ -223,16 +232,16 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
     /* Only this thread moves a page away from its own heap, so seeing our
      * heap here is a stable answer.  Acquire (a plain load on x86-64):
      * another heap found here was set up before its thread adopted the
-     * page (take_orphan's release), and the remote path reads it. */
-    shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_acquire);
-    if (shoal_likely(owner == h)) {
+     * page (take_orphan's release), and the remote path reads it.  One
+     * of our pages on the full list fails the test too (page.h). */
+    uintptr_t owner = shoal_page_owner(pg);
+    if (shoal_likely(owner == (uintptr_t)h)) {
         b->link = shoal_encode_key(key, pg->local_free);
         pg->local_free = b;
         shoal_count(&h->stats.frees[pg->size_class], 1);
         /* An empty page at the head of its queue stays: the next malloc
          * of its class takes from it. */
-        if (shoal_unlikely(--pg->used == 0 || pg->in_full) &&
-            (pg->in_full || h->pages[pg->size_class] != pg))
+        if (shoal_unlikely(--pg->used == 0) && h->pages[pg->size_class] != pg)
             free_page_event(h, pg);
         return;
     }

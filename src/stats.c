@@ -73,8 +73,9 @@ static size_t read_resident(void)
  *
  * The others are sums of per-thread counters that no fast path may add
  * up, so their peaks are sampled: at every alloc_stats_get (and so every
- * report and dump), and when a heap's page runs dry or a large or huge
- * block is made - the moments a thread's live memory is at a high - if
+ * report and dump), and when a heap needs a fresh page or a large or huge
+ * block is made from new memory - the moments a thread's live memory is
+ * at a high - if
  * PEAK_SAMPLE_MS per live heap have passed since the last sample.  A
  * sample reads about 250 counters per heap, so the interval keeps its
  * cost a small, fixed share of one thread's time however many threads

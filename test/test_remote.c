@@ -74,7 +74,7 @@ static void pages_open(pages_t *p, size_t bsize, shoal_heap_t *h)
         assert_true(shoal_pool_claim(0, &s));
         shoal_page_t *pg = p->pg[i] = shoal_span_head(&s);
         shoal_page_init(pg, cls, 0, s.zero);
-        atomic_store(&pg->heap, h);
+        shoal_page_set_owner(pg, h, false);
         while (atomic_load(&pg->capacity) < pg->reserved)
             shoal_page_extend(pg);
         for (shoal_block_t *b = pg->free; b != NULL; b = shoal_decode(pg, b->link))

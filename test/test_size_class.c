@@ -1,6 +1,7 @@
 /* Size classes: every request maps to the smallest class that holds it,
- * classes are at most 12.5% apart above 128 bytes, and aligned requests
- * land on classes whose size is a multiple of the alignment. */
+ * classes are at most 12.5% apart above 128 bytes, aligned requests
+ * land on classes whose size is a multiple of the alignment, and the
+ * direct table's entries lead every request up to 1 KiB to its class. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,12 +54,39 @@ static void test_aligned_classes(void **state)
     }
 }
 
+/* Each direct index belongs to exactly one class's range, and that class
+ * is the one every request with that index takes: its own class, or with
+ * CACHELINE_ALIGN the class of the request rounded to 64 bytes. */
+static void test_direct_ranges(void **state)
+{
+    (void)state;
+    for (int cacheline = 0; cacheline <= 1; cacheline++) {
+        unsigned owner[SHOAL_DIRECT_ENTRIES];
+        for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
+            owner[i] = SHOAL_CLASSES;
+        for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+            size_t lo, hi;
+            shoal_direct_range(c, cacheline, &lo, &hi);
+            for (size_t i = lo; i <= hi; i++) {
+                assert_true(i < SHOAL_DIRECT_ENTRIES);
+                assert_int_equal(owner[i], SHOAL_CLASSES);      /* no overlap */
+                owner[i] = c;
+            }
+        }
+        for (size_t n = 0; n <= SHOAL_DIRECT_MAX; n++) {
+            unsigned want = cacheline ? shoal_class_for_aligned(n, 64) : shoal_size_to_class(n);
+            assert_int_equal(owner[shoal_direct_index(n)], want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_is_smallest_fit),
         cmocka_unit_test(test_classes_are_close),
         cmocka_unit_test(test_aligned_classes),
+        cmocka_unit_test(test_direct_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,9 +176,9 @@ static void test_peaks_after_reads(void **state)
                                                            c.huge_cached_bytes);
 }
 
-/* Without a read in between, the peak is sampled when a page runs dry or
- * a large or huge block is made, once the sampling interval (1 ms per
- * live heap) has passed: 50 ms of sleep make sure it has. */
+/* Without a read in between, the peak is sampled when a heap needs a
+ * fresh page or a large or huge block is made, once the sampling interval
+ * (1 ms per live heap) has passed: 50 ms of sleep make sure it has. */
 static void test_peaks_sampled_between_reads(void **state)
 {
     (void)state;

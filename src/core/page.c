@@ -65,7 +65,6 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->key = mix(pg->key ^ secret ^ (uintptr_t)pg->start) | 1;
     /* Of another secret: the mark says nothing about the key. */
     pg->mark = mix(pg->key ^ mark_secret);
-    pg->in_full = 0;
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
     pg->idle_sweeps = 0;

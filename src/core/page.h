@@ -70,14 +70,14 @@ typedef struct shoal_page_s {
      * is not a page's head. */
     _Atomic uint64_t start_limit;
     /* Owner-only, cold. */
-    uint8_t in_full;            /* on the owner's full list */
     uint8_t free_is_zero;       /* every block on `free` reads as zero */
     uint8_t fresh_zero;         /* blocks not yet carved read as zero */
     uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
-    /* The heap that owns it (the orphanage when its heap was dismantled):
-     * written by that heap's holder, read by any thread that frees into
-     * it, to know where to send the block. */
-    _Atomic(struct shoal_heap_s *) heap;
+    /* The heap that owns it (the orphanage when its heap was dismantled),
+     * with SHOAL_PAGE_FULL set while the page is on that heap's full
+     * list: written by that heap's holder, read by any thread that frees
+     * into it, to know where to send the block (shoal_page_heap). */
+    _Atomic uintptr_t owner;
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
     uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
 } __attribute__((aligned(128))) shoal_page_t;
@@ -86,6 +86,42 @@ typedef struct shoal_page_s {
  * and no two pages share a cache line. */
 #define SHOAL_DESC_SHIFT 7
 _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
+
+/* The owner word: free compares it whole with the freeing thread's heap,
+ * so one test says "this thread's page, and not on the full list"; a
+ * free into a full page fails it and takes the remote path, which finds
+ * its own heap there (as mimalloc folds its full flag into the thread id
+ * free compares).  Every store is a release (a plain store on x86-64):
+ * a thread that frees a block of the page and reads the word sees the
+ * heap it names set up (the heap's outbox slot, its inbox), whichever
+ * store it reads. */
+#define SHOAL_PAGE_FULL ((uintptr_t)1)
+
+static inline uintptr_t shoal_page_owner(const shoal_page_t *pg)
+{
+    return atomic_load_explicit(&pg->owner, memory_order_acquire);
+}
+
+static inline struct shoal_heap_s *shoal_owner_heap(uintptr_t owner)
+{
+    return (struct shoal_heap_s *)(owner & ~SHOAL_PAGE_FULL);
+}
+
+static inline struct shoal_heap_s *shoal_page_heap(const shoal_page_t *pg)
+{
+    return shoal_owner_heap(shoal_page_owner(pg));
+}
+
+static inline bool shoal_page_is_full(const shoal_page_t *pg)
+{
+    return (atomic_load_explicit(&pg->owner, memory_order_relaxed) & SHOAL_PAGE_FULL) != 0;
+}
+
+static inline void shoal_page_set_owner(shoal_page_t *pg, struct shoal_heap_s *h, bool full)
+{
+    atomic_store_explicit(&pg->owner, (uintptr_t)h | (full ? SHOAL_PAGE_FULL : 0),
+                          memory_order_release);
+}
 
 /* Free-list hardening: links inside blocks are stored rotated and xored
  * with a per-page secret key, so a use-after-free write of an address

@@ -22,11 +22,13 @@
 #include "page.h"
 
 typedef struct shoal_superpage_s {
+    /* First, so that a descriptor's address is the superpage's with the
+     * slot's number in the bits above SHOAL_DESC_SHIFT (shoal_slot_desc). */
+    shoal_page_t pages[SHOAL_SP_SLOTS];
     _Atomic uint64_t occupied;          /* bit i: slot i claimed */
     _Atomic uint64_t dirty;             /* bit i: slot i may be resident */
     _Atomic uint64_t purge_mark;        /* free dirty slots seen last pass */
     uint32_t index;                     /* position in the registry */
-    shoal_page_t pages[SHOAL_SP_SLOTS] __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_superpage_t;
 
 _Static_assert(sizeof(shoal_superpage_t) <= SHOAL_SLOT_SIZE,
@@ -108,13 +110,15 @@ static inline shoal_page_t *shoal_span_head(const shoal_span_t *s)
 static inline shoal_page_t *shoal_slot_desc(const void *p)
 {
     /* &sp->pages[slot], spelt so the compiler makes it two masks, a
-     * shift and an add: the slot's byte offset in pages[] is its number
-     * times the descriptor size, which is the address bits above the slot
-     * shift moved down by SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT. */
+     * shift and an or: the slot's byte offset in pages[] (at the start of
+     * the superpage) is its number times the descriptor size, which is
+     * the address bits above the slot shift moved down by
+     * SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT. */
+    _Static_assert(offsetof(shoal_superpage_t, pages) == 0, "descriptors first");
     uintptr_t a = (uintptr_t)p;
     uintptr_t at = (a >> (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)) &
                    ((SHOAL_SP_SLOTS - 1) << SHOAL_DESC_SHIFT);
-    return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) + offsetof(shoal_superpage_t, pages) + at);
+    return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) | at);
 }
 
 /* The head descriptor of the span holding p (p inside a pool superpage):

@@ -11,6 +11,7 @@
 #ifndef SHOAL_SIZE_CLASS_H
 #define SHOAL_SIZE_CLASS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "layout.h"
 
@@ -44,6 +45,18 @@ static inline unsigned shoal_size_to_class_nz(size_t n)
     return 8u + (b - 7u) * 8u + (unsigned)((w >> (b - 3)) & 7u);
 }
 
+/* Requests up to SHOAL_DIRECT_MAX bytes find their page in one load: a
+ * heap keeps, for each index (n + 15) / 16, the page of n's class (its
+ * "direct" table, as mimalloc's pages_free_direct), so malloc needs
+ * neither the class nor the queue head.  Index 0 (n = 0) is class 0's. */
+#define SHOAL_DIRECT_MAX 1024
+#define SHOAL_DIRECT_ENTRIES (SHOAL_DIRECT_MAX / 16 + 1)
+
+static inline size_t shoal_direct_index(size_t n)
+{
+    return (n + 15) >> 4;
+}
+
 /* The same, with 0 taken as 1. */
 static inline unsigned shoal_size_to_class(size_t n)
 {
@@ -57,6 +70,21 @@ static inline size_t shoal_class_size(unsigned c)
         return (size_t)(c + 1) << 4;
     unsigned b = 7u + (c - 8u) / 8u;
     return ((size_t)1 << b) + ((size_t)((c - 8u) % 8u + 1u) << (b - 3));
+}
+
+/* The direct indices whose requests take class c's page: [*lo, *hi],
+ * empty (*lo > *hi) for a class above SHOAL_DIRECT_MAX or, with every
+ * block cache-line aligned, one whose size is not a multiple of 64 (such
+ * requests take the next class that is: every multiple of 64 up to
+ * SHOAL_DIRECT_MAX is a class). */
+static inline void shoal_direct_range(unsigned c, bool cacheline, size_t *lo, size_t *hi)
+{
+    size_t size = shoal_class_size(c);
+    size_t below = cacheline ? size - SHOAL_CACHE_LINE : c ? shoal_class_size(c - 1) : 0;
+    *lo = below == 0 ? 0 : below / 16 + 1;
+    *hi = size / 16;
+    if (size > SHOAL_DIRECT_MAX || (cacheline && size % SHOAL_CACHE_LINE != 0))
+        *lo = *hi + 1;
 }
 
 /* Order of the buddy block a page of class c occupies: one slot up to

@@ -18,6 +18,7 @@
 
 shoal_page_t shoal_empty_page;
 shoal_heap_t shoal_empty_heap = {
+    .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
     .large_cached_slots = SHOAL_LARGE_CACHE_SLOTS + 1,  /* full: it keeps nothing */
 };
@@ -35,6 +36,7 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
  * have all come home.  Its pages' blocks come home through its inbox,
  * like any heap's. */
 static shoal_heap_t orphans = {
+    .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
     .inbox = SHOAL_INBOX_INIT(orphans.inbox),
 };
@@ -64,6 +66,7 @@ static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
 static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
 
 static void thread_exit(void *arg);
+static void direct_init(void);
 
 /* Put h on the list of every heap (which statistics and fork walk). */
 static void link_heap(shoal_heap_t *h)
@@ -87,6 +90,7 @@ void shoal_process_init(void)
     if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
         shoal_options_init();
         shoal_page_secret_init();
+        direct_init();
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
@@ -100,13 +104,39 @@ void shoal_process_init(void)
 
 /* ---- queues ----------------------------------------------------------- */
 
+/* pg heads class c's queue now: in pages[] and in the direct entries of
+ * the requests that take class c (none for a class that CACHELINE_ALIGN
+ * keeps out of the fast path; the option cannot change once a page
+ * exists). */
+static uint8_t direct_lo[2][SHOAL_CLASSES], direct_hi[2][SHOAL_CLASSES];
+
+static void direct_init(void)
+{
+    for (unsigned m = 0; m < 2; m++) {
+        for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+            size_t lo, hi;
+            shoal_direct_range(c, m != 0, &lo, &hi);
+            direct_lo[m][c] = (uint8_t)(lo < hi + 1 ? lo : 1);
+            direct_hi[m][c] = (uint8_t)(lo < hi + 1 ? hi : 0);
+        }
+    }
+}
+
+static void set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
+{
+    unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;
+    h->pages[c] = pg;
+    for (unsigned i = direct_lo[m][c]; i <= direct_hi[m][c]; i++)
+        h->direct[i] = pg;
+}
+
 static void queue_remove(shoal_heap_t *h, shoal_page_t *pg)
 {
     unsigned c = pg->size_class;
     if (pg->prev != NULL)
         pg->prev->next = pg->next;
     else
-        h->pages[c] = pg->next != NULL ? pg->next : &shoal_empty_page;
+        set_head(h, c, pg->next != NULL ? pg->next : &shoal_empty_page);
     if (pg->next != NULL)
         pg->next->prev = pg->prev;
     else
@@ -126,7 +156,7 @@ static void queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
         pg->next = first;
         first->prev = pg;
     }
-    h->pages[c] = pg;
+    set_head(h, c, pg);
 }
 
 static void queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
@@ -136,7 +166,7 @@ static void queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
     pg->next = NULL;
     pg->prev = last;
     if (last == NULL)
-        h->pages[c] = pg;
+        set_head(h, c, pg);
     else
         last->next = pg;
     h->last[c] = pg;
@@ -149,7 +179,7 @@ static void full_push(shoal_heap_t *h, shoal_page_t *pg)
     if (h->full != NULL)
         h->full->prev = pg;
     h->full = pg;
-    pg->in_full = 1;
+    shoal_page_set_owner(pg, h, true);
 }
 
 static void full_remove(shoal_heap_t *h, shoal_page_t *pg)
@@ -161,7 +191,7 @@ static void full_remove(shoal_heap_t *h, shoal_page_t *pg)
     if (pg->next != NULL)
         pg->next->prev = pg->prev;
     pg->next = pg->prev = NULL;
-    pg->in_full = 0;
+    shoal_page_set_owner(pg, h, false);
 }
 
 /* A full page got a block back.  It joins the back of its queue: the head
@@ -224,7 +254,7 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
         return;
     }
     shoal_count(&me->stats.frees[pg->size_class], 1);
-    if (dest == me) {           /* a free by the owner after all */
+    if (dest == me) {           /* a free by the owner after all, or into its full page */
         shoal_remote_come_home(me, pg, b, page_event);
         return;
     }
@@ -239,12 +269,13 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
 }
 
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
-                            shoal_heap_t *dest)
+                            uintptr_t owner)
 {
-    /* Relaxed (the caller's load of dest too): a page changes heaps only
-     * under its holder, and a block sent to the heap it just left is
-     * forwarded (remote.h). */
-    if (shoal_likely(me != &shoal_empty_heap &&
+    shoal_heap_t *dest = shoal_owner_heap(owner);
+    /* Relaxed: a page changes heaps only under its holder, and a block
+     * sent to the heap it just left is forwarded (remote.h).  dest == me
+     * is a free into one of our full pages. */
+    if (shoal_likely(me != &shoal_empty_heap && dest != me &&
                      atomic_load_explicit(&dest->live, memory_order_relaxed))) {
         shoal_count(&me->stats.frees[pg->size_class], 1);
         shoal_count(&me->stats.remote_frees, 1);
@@ -280,7 +311,7 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
 static void unmake_page(shoal_page_t *pg)
 {
     shoal_page_fini(pg);
-    atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
+    shoal_page_set_owner(pg, NULL, false);
 }
 
 static void release_span(shoal_page_t *pg)
@@ -349,7 +380,7 @@ static void retire(shoal_heap_t *h, shoal_page_t *pg)
 
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 {
-    if (pg->in_full)
+    if (shoal_page_is_full(pg))
         unfull(h, pg);
     if (pg->used == 0)
         retire(h, pg);
@@ -389,7 +420,7 @@ static void orphans_give(void)
 /* Move pg to the orphanage (holding it and pg's heap). */
 static void orphan(shoal_page_t *pg)
 {
-    atomic_store_explicit(&pg->heap, &orphans, memory_order_relaxed);
+    shoal_page_set_owner(pg, &orphans, false);
     queue_push_back(&orphans, pg);
     atomic_fetch_add_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
 }
@@ -404,7 +435,7 @@ static void take_orphan(shoal_heap_t *h, shoal_page_t *pg)
      * finds h there sees h set up - its outbox slot, its inbox.  A
      * sender that still reads the orphanage sends there, and the
      * orphanage's next holder forwards the block to h. */
-    atomic_store_explicit(&pg->heap, h, memory_order_release);
+    shoal_page_set_owner(pg, h, false);
 }
 
 /* Take up to `max` orphaned pages of class `cls` into h, stopping at one
@@ -474,6 +505,9 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
 
 static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
 {
+    /* No page of the queue has room: this thread's live blocks of the
+     * class are at a high, a moment to sample the peaks (stats.c). */
+    shoal_stats_tick();
     shoal_span_t s;
     unsigned order = shoal_class_page_order(cls);
     if (!take_span(h, order, &s))
@@ -481,7 +515,7 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
     shoal_page_t *pg = shoal_span_head(&s);
     shoal_page_init(pg, cls, order, s.zero);
     shoal_count(&h->stats.pages[cls], 1);
-    atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+    shoal_page_set_owner(pg, h, false);
     shoal_page_extend(pg);
     queue_push_front(h, pg);
     return pg;
@@ -544,9 +578,6 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     receive(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle(h);
-    /* A page ran dry: this thread's live blocks of the class are at a
-     * high, a moment to sample the peaks (stats.c). */
-    shoal_stats_tick();
     shoal_page_t *pg = search_queue(h, cls);
     if (pg == NULL && adopt(h, cls, 64) != 0)
         pg = search_queue(h, cls);
@@ -589,7 +620,7 @@ static shoal_heap_t *heap_new(void)
     /* Fresh memory is zero; only the queue heads and the inbox need
      * values. */
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
-        h->pages[c] = &shoal_empty_page;
+        set_head(h, c, &shoal_empty_page);
     shoal_inbox_init(&h->inbox);
     h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
                                SHOAL_OUTBOX_SLOTS);

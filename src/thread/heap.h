@@ -3,7 +3,8 @@
  * A heap owns pages.  For each size class it keeps a queue of pages that
  * may have free blocks; pages[c] is the queue's head, the page the malloc
  * fast path pops from (a static empty page when the queue is empty, so
- * the fast path needs no NULL test).  Pages with no free block move to a
+ * the fast path needs no NULL test), also found, for requests up to
+ * 1 KiB, in the direct table by request size.  Pages with no free block move to a
  * full list so they cost nothing until a block comes back, from a local
  * free or through the heap's inbox (remote.h).
  *
@@ -49,7 +50,8 @@ typedef struct shoal_heap_counters_s {
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
-    shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path */
+    shoal_page_t *direct[SHOAL_DIRECT_ENTRIES]; /* the fast path up to 1 KiB: see size_class.h */
+    shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path above */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
     shoal_page_t *full;                         /* pages with no free block */
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
@@ -86,10 +88,11 @@ shoal_page_t *shoal_heap_find_page(unsigned cls);
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 
 /* A thread whose heap is `me` (the empty heap if it has none) freed b
- * (its freed mark set), of page pg, which heap `dest` owns: on its way
- * to the owner, through me's outbox. */
+ * (its freed mark set), of page pg, whose owner word (page.h) was not
+ * `me` as it is: on its way to the owner, through me's outbox, or, for
+ * a page of me's full list, back onto it. */
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
-                            shoal_heap_t *dest);
+                            uintptr_t owner);
 
 /* The end of an allocation slow path: a thread whose exit handler has
  * run gives up the heap it borrowed for the call (heap.c says why). */

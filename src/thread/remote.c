@@ -194,7 +194,7 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         }
         /* Acquire, as free's: a heap this block is forwarded to is seen
          * set up. */
-        shoal_heap_t *owner = atomic_load_explicit(&pg->heap, memory_order_acquire);
+        shoal_heap_t *owner = shoal_page_heap(pg);
         if (shoal_likely(owner == h)) {
             shoal_remote_come_home(h, pg, b, event);
             n++;

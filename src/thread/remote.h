@@ -91,7 +91,7 @@ static inline void shoal_remote_come_home(struct shoal_heap_s *h, shoal_page_t *
 {
     b->link = shoal_encode(pg, pg->local_free);
     pg->local_free = b;
-    if (shoal_unlikely(--pg->used == 0 || pg->in_full))
+    if (shoal_unlikely(--pg->used == 0 || shoal_page_is_full(pg)))
         event(h, pg);
 }
 

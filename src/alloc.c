@@ -89,7 +89,12 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
     }
     if (n <= SHOAL_LARGE_MAX && align <= SHOAL_LARGE_MAX)
         return shoal_heap_large_alloc(n, align, zero);
-    void *p = shoal_huge_alloc(n, align, zero);
+    void *p = align <= SHOAL_ALIGN
+                  ? shoal_huge_slot_take(&shoal_heap_of_thread()->huge_slot, n, zero)
+                  : NULL;
+    if (p != NULL)
+        return p;
+    p = shoal_huge_alloc(n, align, zero);
     shoal_stats_tick();         /* allocated jumps: sample the peaks */
     return p;
 }
@@ -122,6 +127,14 @@ static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t alig
     return p;
 }
 
+/* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail
+ * call from malloc, which so keeps no frame). */
+static __attribute__((noinline)) void *alloc_huge(shoal_heap_t *h, size_t n)
+{
+    void *p = shoal_huge_slot_take(&h->huge_slot, n, false);
+    return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
+}
+
 void *alloc_malloc(size_t n)
 {
     shoal_heap_t *h = shoal_tl_heap;
@@ -130,9 +143,11 @@ void *alloc_malloc(size_t n)
         pg = h->direct[shoal_direct_index(n)];
     } else if (n <= SHOAL_MEDIUM_MAX) {
         pg = h->pages[shoal_size_to_class_nz(n)];
-    } else {
-        void *p = n <= SHOAL_LARGE_MAX ? shoal_large_cache_pop(h, n) : NULL;
+    } else if (n <= SHOAL_LARGE_MAX) {
+        void *p = shoal_large_cache_pop(h, n);
         return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
+    } else {
+        return alloc_huge(h, n);
     }
     shoal_block_t *b = pg->free;
     if (shoal_likely(b != NULL))
@@ -249,7 +264,8 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
 }
 
 /* The rest of free: blocks in a later slot of a multi-slot page, large
- * blocks the cache has no room for, huge blocks, NULL and bad pointers. */
+ * and huge blocks the thread's caches have no room for, NULL and bad
+ * pointers. */
 static __attribute__((noinline, cold)) void free_rare(void *p, enum shoal_chunk_kind k)
 {
     if (k == SHOAL_CHUNK_SUPERPAGE) {
@@ -273,17 +289,31 @@ static __attribute__((noinline, cold)) void free_rare(void *p, enum shoal_chunk_
     if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
         shoal_huge_t *h = shoal_huge_of(p, k);
         if (h != NULL) {
-            shoal_huge_free(h);
+            if (!shoal_huge_slot_put(&shoal_heap_of_thread()->huge_slot, h))
+                shoal_huge_free(h);
             shoal_purger_start();
             return;
         }
     }
-    shoal_fault("free", p, shoal_huge_was_freed(p) ? "double free (the huge block is already free)"
-                                                   : "pointer not allocated by shoal");
+    bool freed = shoal_huge_was_freed(p) || shoal_huge_slot_holds(&shoal_tl_heap->huge_slot, p);
+    shoal_fault("free", p, freed ? "double free (the huge block is already free)"
+                                 : "pointer not allocated by shoal");
+}
+
+/* A huge block goes into this thread's huge slot. */
+static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k)
+{
+    shoal_huge_t *h = shoal_huge_of(p, k);
+    if (h != NULL && shoal_huge_slot_put(&shoal_tl_heap->huge_slot, h)) {
+        shoal_purger_start();           /* a load when it runs: it will come for it */
+        return;
+    }
+    free_rare(p, k);
 }
 
 /* What the block-start test sends on: a large block goes to this
- * thread's cache with a push; everything else is rare. */
+ * thread's cache with a push, a huge one into its huge slot; everything
+ * else is rare.  (Every call here is a tail call: no frame.) */
 static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kind k)
 {
     if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
@@ -291,6 +321,9 @@ static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kin
         if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
             shoal_large_cache_push(shoal_tl_heap, pg))
             return;
+    } else if (k == SHOAL_CHUNK_HUGE) {
+        free_huge(p, k);
+        return;
     }
     free_rare(p, k);
 }

@@ -121,6 +121,7 @@ static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_hu
 {
     shoal_pool_stats(pool);
     shoal_huge_stats(huge);
+    shoal_heap_huge_stats(huge);        /* after: see shoal_huge_slot_stats */
     shoal_heap_stats(heaps);
     sum->large_bytes = (size_t)heaps->large_bytes;
     sum->allocated = sum->large_bytes + huge->live_bytes;

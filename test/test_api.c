@@ -910,6 +910,61 @@ static void test_calloc_zero_after_remote_free(void **state)
 
 /* ---- huge blocks -------------------------------------------------------- */
 
+/* A thread keeps the last huge mapping it freed in its own slot: the next
+ * malloc of a similar size takes it back (the same address), a free of
+ * another size takes its place and sends the old one to the shared
+ * cache, the statistics count the slot's mapping as cached, not live,
+ * and alloc_collect(true) empties it. */
+static void test_huge_slot(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);  /* no passes */
+    alloc_collect(true);
+    alloc_stats_t a = stats();
+    assert_int_equal(a.huge_cached, 0);
+    char *p = alloc_malloc(8 * MiB);
+    assert_non_null(p);
+    fill_pat(p, 4096, 1);
+    fill_pat(p + 8 * MiB - 4096, 4096, 2);
+    alloc_free(p);
+    alloc_stats_t st = stats();
+    assert_int_equal(st.huge_cached, 1);
+    assert_int_equal(st.huge_live, a.huge_live);
+    assert_int_equal(st.huge_live_bytes, a.huge_live_bytes);
+    char *q = alloc_malloc(7 * MiB);                    /* fits the same mapping */
+    assert_ptr_equal(q, p);
+    fill_pat(q + 7 * MiB - 4096, 4096, 3);
+    assert_pattern(q + 7 * MiB - 4096, 4096, 3);
+    st = stats();
+    assert_int_equal(st.huge_cached, 0);
+    assert_int_equal(st.huge_live, a.huge_live + 1);
+    assert_int_equal(st.huge_requests, a.huge_requests + 2);
+    char *r = alloc_malloc(20 * MiB);                   /* too big for it: new */
+    assert_non_null(r);
+    assert_true(r != q);
+    fill_pat(r, 4096, 4);
+    alloc_free(q);
+    alloc_free(r);                                      /* takes q's place */
+    st = stats();
+    assert_int_equal(st.huge_cached, 2);
+    assert_int_equal(st.huge_live, a.huge_live);
+    char *s = alloc_malloc(20 * MiB);
+    assert_ptr_equal(s, r);
+    char *t = alloc_calloc(1, 8 * MiB);                 /* from the shared cache, zeroed */
+    assert_ptr_equal(t, p);
+    assert_zeroed(t, 4096);
+    assert_zeroed(t + 8 * MiB - 4096, 4096);
+    alloc_free(s);
+    alloc_free(t);
+    alloc_collect(true);
+    st = stats();
+    assert_int_equal(st.huge_cached, 0);
+    assert_int_equal(st.huge_live, a.huge_live);
+    assert_true(st.mapped <= a.mapped);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
 /* The same huge size allocated and freed again and again reuses the one
  * cached mapping: no new mappings, the same address. */
 static void test_huge_cache_reuse(void **state)
@@ -1184,6 +1239,7 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_dirty_free),
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
+        cmocka_unit_test(test_huge_slot),
         cmocka_unit_test(test_free_sized),
         cmocka_unit_test(test_free_sized_after_realloc),
         cmocka_unit_test(test_collect_returns_memory),

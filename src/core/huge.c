@@ -56,14 +56,21 @@ static void add(_Atomic size_t *c, size_t d, _Atomic size_t *peak)
     set(c, get(c) + d, peak);
 }
 
+/* The bin of a mapping of `size` bytes. */
+static unsigned bin_of(size_t size)
+{
+    unsigned bin = 0;
+    while (bin + 1 < SHOAL_HUGE_BINS && size > (SHOAL_HUGE_BIN_MIN << bin))
+        bin++;
+    return bin;
+}
+
 /* A block of `size` mapped bytes starts (+1) or stops (-1) being live. */
 static void count_live(int dir, size_t size)
 {
     add(&live, (size_t)dir, &live_peak);
     add(&live_bytes, dir > 0 ? size : -size, &live_bytes_peak);
-    unsigned bin = 0;
-    while (bin + 1 < SHOAL_HUGE_BINS && size > (SHOAL_HUGE_BIN_MIN << bin))
-        bin++;
+    unsigned bin = bin_of(size);
     add(&bin_live[bin], (size_t)dir, &bin_peak[bin]);
     add(&bin_bytes[bin], dir > 0 ? size : -size, NULL);
 }
@@ -132,13 +139,20 @@ static char *cache_take(size_t need, size_t align, size_t *size)
     return base;
 }
 
+/* The first `bytes` of a reused mapping must read as zero: cheaper than
+ * memset, the kernel zeroes. */
+static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
+{
+    shoal_os_purge(base, shoal_align_up(bytes, 4096), false);
+}
+
 static void *map_block(char *base, size_t size, size_t align, size_t need_zero_bytes,
                        bool dirty)
 {
     size_t off = user_offset(align);
     char *user = base + off;
-    if (dirty && need_zero_bytes != 0)       /* cheaper than memset: the kernel zeroes */
-        shoal_os_purge(base, shoal_align_up(off + need_zero_bytes, 4096), false);
+    if (dirty && need_zero_bytes != 0)
+        zero_front(base, off + need_zero_bytes);
     shoal_huge_t *h = header_for(user, align);
     h->base = base;
     h->map_size = size;
@@ -211,12 +225,17 @@ shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k)
     return h->user == p ? h : NULL;
 }
 
-void shoal_huge_free(shoal_huge_t *h)
+/* A huge block stops being one: its chunk untagged, its header marked
+ * free; the mapping stays. */
+static void unlink_block(shoal_huge_t *h)
 {
-    char *base = h->base;
-    size_t size = h->map_size;
     shoal_chunk_set(h->user, SHOAL_CHUNK_NONE);
     h->user = NULL;
+}
+
+/* A freed block's mapping: into the cache, or unmapped. */
+static void retire(char *base, size_t size)
+{
     bool keep = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) != 0;
     cached_map_t evicted[HUGE_CACHE];
     unsigned n_evicted = 0;
@@ -245,6 +264,133 @@ void shoal_huge_free(shoal_huge_t *h)
     }
     release_taken(evicted, n_evicted);
     shoal_purge_note_free();
+}
+
+void shoal_huge_free(shoal_huge_t *h)
+{
+    char *base = h->base;
+    size_t size = h->map_size;
+    unlink_block(h);
+    retire(base, size);
+}
+
+/* ---- a thread's slot -------------------------------------------------- *
+ *
+ * Ownership: the mapping in a slot belongs to whoever moves `map` from
+ * its value to 0 - the holder's exchange in take and drain, or a pass's
+ * compare-exchange - and only the holder stores a mapping in, into an
+ * empty slot.  The put's store is a release and every taking move an
+ * acquire, so the taker finds the mapping's header as the holder left
+ * it.  A block in a slot stays counted live in the shared counters (so
+ * put and take touch none of them); its taker by a pass or a drain
+ * uncounts it, after the move, so a reader that sees the slot full has
+ * the block in the live figures it read before (shoal_huge_slot_stats). */
+
+static char *slot_base(uintptr_t w)
+{
+    return (char *)(w & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+}
+
+void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
+{
+    size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
+    if (n > size)
+        return NULL;            /* also an empty slot (0), and no overflow below */
+    size_t need = shoal_align_up(user_offset(SHOAL_ALIGN) + n, SHOAL_SLOT_SIZE);
+    if (size < need || size / 2 > need)
+        return NULL;
+    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    if (w == 0)
+        return NULL;            /* a purge pass took it */
+    shoal_count(&s->requests, 1);
+    return map_block(slot_base(w), size, SHOAL_ALIGN, zero ? n : 0, true);
+}
+
+bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
+{
+    if (h->user != h->base + user_offset(SHOAL_ALIGN) ||
+        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0)
+        return false;
+    char *base = h->base;
+    uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
+    atomic_store_explicit(&s->size, h->map_size, memory_order_relaxed);
+    unlink_block(h);
+    s->puts++;
+    uintptr_t w = (uintptr_t)base | ((s->puts << 1) & (SHOAL_SP_SIZE - 2));
+    if (old == 0) {
+        /* Empty stays empty but for us: only the holder puts. */
+        atomic_store_explicit(&s->map, w, memory_order_release);
+    } else {
+        /* The newest mapping is the likeliest to serve the next malloc:
+         * it takes the place of the one there, which goes to the shared
+         * cache (unless a pass took it meanwhile). */
+        old = atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
+        if (old != 0)
+            retire(slot_base(old), ((shoal_huge_t *)slot_base(old))->map_size);
+    }
+    shoal_purge_note_waiting();         /* a pass will come for it */
+    return true;
+}
+
+void shoal_huge_slot_drain(shoal_huge_slot_t *s)
+{
+    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    if (w != 0)
+        retire(slot_base(w), ((shoal_huge_t *)slot_base(w))->map_size);
+}
+
+size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
+{
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
+    if (w == 0 || (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
+        return 0;
+    if (!force && (w & 1) == 0) {
+        /* Marked for the next pass.  Relaxed: the mark carries nothing,
+         * and a failure means the holder took the mapping or put another
+         * (the count in `map` tells them apart), which this pass leaves. */
+        atomic_compare_exchange_strong_explicit(&s->map, &w, w | 1, memory_order_relaxed,
+                                                memory_order_relaxed);
+        (*waiting)++;
+        return 0;
+    }
+    /* Acquire, paired with the put's release: the header is whole. */
+    if (!atomic_compare_exchange_strong_explicit(&s->map, &w, 0, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        (*waiting)++;
+        return 0;
+    }
+    char *base = slot_base(w);
+    size_t size = ((shoal_huge_t *)base)->map_size;
+    shoal_lock(&cache_lock);
+    count_live(-1, size);
+    shoal_unlock(&cache_lock);
+    unmap(base, size);
+    return size;
+}
+
+bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
+{
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
+    return w != 0 && slot_base(w) + user_offset(SHOAL_ALIGN) == (const char *)p;
+}
+
+void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)
+{
+    st->requests += shoal_counter_read(&s->requests);
+    if (atomic_load_explicit(&s->map, memory_order_acquire) == 0)
+        return;
+    size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
+    unsigned bin = bin_of(size);
+    if (st->live == 0 || st->live_bytes < size || st->bin_live[bin] == 0)
+        return;                 /* read while it moved: leave the figures as they are */
+    st->live--;
+    st->live_bytes -= size;
+    st->bin_live[bin]--;
+    st->bin_bytes[bin] -= size;
+    st->cached++;
+    st->cached_bytes += size;
 }
 
 bool shoal_huge_was_freed(const void *p)

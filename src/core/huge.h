@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "chunk_map.h"
+#include "counter.h"
 
 typedef struct shoal_huge_s {
     char *base;                 /* the mapping */
@@ -23,6 +24,48 @@ typedef struct shoal_huge_s {
 } shoal_huge_t;
 
 void *shoal_huge_alloc(size_t size, size_t align, bool zero);
+
+/* A thread's huge slot: the last huge mapping its thread freed, kept in
+ * the thread's heap for its next malloc of a similar size, with no lock
+ * and no clock (the pair is one exchange).  Only its holder puts a
+ * mapping in; the holder takes it back with an exchange, and so may a
+ * purge pass from any thread: a pass marks the mapping it finds, and
+ * the next pass that finds it still marked unmaps it, so an idle
+ * thread's mapping goes back to the OS after one to two purge delays
+ * (at once with PURGE_DELAY_MS 0, never with -1).  The statistics count
+ * it as cached, and its exact peaks (live_peak, bins) as live. */
+typedef struct shoal_huge_slot_s {
+    /* The mapping's base (4 MiB-aligned), a count of puts in the bits
+     * below 4 MiB so that a pass's mark cannot land on a later put of
+     * the same mapping, and bit 0: marked by a pass.  0: empty. */
+    _Atomic uintptr_t map;
+    _Atomic size_t size;        /* its size (written by the holder) */
+    uintptr_t puts;             /* the holder's count */
+    shoal_counter_t requests;   /* mallocs it served */
+} shoal_huge_slot_t;
+
+/* A huge block of n bytes at the natural alignment from the slot (the
+ * holder), zeroed if asked: NULL if the slot is empty or its mapping
+ * does not fit n well. */
+void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero);
+
+/* free of h into the slot (its holder), the mapping there before going
+ * to the shared cache: false, and nothing done, if h was laid out for a
+ * large alignment or purging is immediate. */
+bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h);
+
+/* The holder empties the slot into the shared cache (thread exit, and
+ * when memory runs short). */
+void shoal_huge_slot_drain(shoal_huge_slot_t *s);
+
+/* A purge pass (any thread): unmap a mapping the previous pass marked (any
+ * with `force`), mark one it has not.  Returns the bytes unmapped, and
+ * adds 1 to *waiting for a mapping left for the next pass. */
+size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
+
+/* Whether p was the block of the mapping in the slot (the holder, for
+ * naming a double free). */
+bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p);
 
 /* The header of the huge block starting at p (whose chunk has kind k),
  * or NULL if p is not the start of a live huge block. */
@@ -59,5 +102,9 @@ typedef struct shoal_huge_stats_s {
     size_t bin_live[SHOAL_HUGE_BINS], bin_bytes[SHOAL_HUGE_BINS], bin_peak[SHOAL_HUGE_BINS];
 } shoal_huge_stats_t;
 void shoal_huge_stats(shoal_huge_stats_t *st);
+
+/* Count a thread's slot into figures from shoal_huge_stats: its mapping
+ * moves from live to cached, its requests add up. */
+void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st);
 
 #endif

@@ -100,6 +100,11 @@ void shoal_purge_delay_changed(void)
     atomic_store_explicit(&next_pass_ms, 0, memory_order_relaxed);
 }
 
+void shoal_purge_note_waiting(void)
+{
+    mark_pending();
+}
+
 void shoal_purge_note_free(void)
 {
     mark_pending();

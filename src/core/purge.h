@@ -21,6 +21,10 @@
  * (waking the purger when it was not) and runs a pass if one is due. */
 void shoal_purge_note_free(void);
 
+/* The same without the pass: for a path that must not read the clock
+ * (the next slow path's free, or the purger thread, runs it). */
+void shoal_purge_note_waiting(void);
+
 /* Run a pass if a delay has passed since the last one.  Cheap when it has
  * not: one clock read and one load. */
 void shoal_purge_tick(void);

@@ -21,6 +21,7 @@ shoal_heap_t shoal_empty_heap = {
     .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
     .large_cached_slots = SHOAL_LARGE_CACHE_SLOTS + 1,  /* full: it keeps nothing */
+    .huge_slot = { .map = 1 },                          /* taken: likewise */
 };
 __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) =
     &shoal_empty_heap;
@@ -230,21 +231,29 @@ static void receive(shoal_heap_t *h)
     shoal_remote_receive(h, page_event);
 }
 
+shoal_heap_t *shoal_heap_of_thread(void)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    if (h == &shoal_empty_heap && !tl_exited) {
+        int saved = errno;      /* a free must leave errno alone */
+        h = heap_acquire();
+        errno = saved;
+        if (h == NULL)
+            h = &shoal_empty_heap;
+    }
+    return h;
+}
+
 /* What remote_free does not do inline: a thread with no heap yet, a
  * heap that has just become ours, a heap no thread holds. */
 static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_heap_t *dest,
                                                        shoal_page_t *pg, shoal_block_t *b)
 {
-    if (me == &shoal_empty_heap && !tl_exited) {
-        /* A thread that only frees still sends in batches: it gets a heap
-         * for its outbox (and, if it pops a parked heap that owns pg,
-         * the block is its own). */
-        int saved = errno;
-        me = heap_acquire();
-        errno = saved;
-        if (me == NULL)
-            me = &shoal_empty_heap;
-    }
+    /* A thread that only frees still sends in batches: it gets a heap for
+     * its outbox (and, if it pops a parked heap that owns pg, the block
+     * is its own). */
+    if (me == &shoal_empty_heap)
+        me = shoal_heap_of_thread();
     if (me == &shoal_empty_heap) {
         if (SHOAL_STATS_ENABLED) {
             atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
@@ -359,6 +368,7 @@ static void drain_cache(shoal_heap_t *h)
 {
     drain_page_cache(h);
     shoal_large_cache_drain(h);
+    shoal_huge_slot_drain(&h->huge_slot);
 }
 
 void shoal_heap_drain_caches(void)
@@ -805,6 +815,10 @@ size_t shoal_heap_reclaim(bool force)
     tl_reclaiming = true;
     size_t waiting = retire_parked(force);
     waiting += reclaim_orphans(force);
+    /* Huge mappings that live threads keep for reuse, unused for a pass. */
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all)
+        shoal_huge_slot_age(&h->huge_slot, force, &waiting);
     tl_reclaiming = false;
     atomic_flag_clear_explicit(&reclaiming, memory_order_release);
     return waiting;
@@ -920,4 +934,11 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->large_bytes += st->large_live[o] * (SHOAL_SLOT_SIZE << o);
     }
     st->large_frees = st->large_allocs - live;
+}
+
+void shoal_heap_huge_stats(shoal_huge_stats_t *st)
+{
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all)
+        shoal_huge_slot_stats(&h->huge_slot, st);
 }

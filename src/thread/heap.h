@@ -26,6 +26,7 @@
 
 #include <ck_stack.h>
 #include "../core/counter.h"
+#include "../core/huge.h"
 #include "../core/pool.h"
 #include "../core/size_class.h"
 #include "remote.h"
@@ -59,6 +60,7 @@ typedef struct shoal_heap_s {
     unsigned cached;
     shoal_page_t *large_free[SHOAL_MAX_ORDER + 1];      /* freed large blocks (large_cache.h) */
     unsigned large_cached_slots;
+    shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
@@ -78,6 +80,11 @@ typedef struct shoal_heap_s {
 extern shoal_heap_t shoal_empty_heap;
 extern shoal_page_t shoal_empty_page;
 extern __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's heap, made for it if it has none yet (not after
+ * its exit handler ran: then, or without memory, the empty heap), for a
+ * slow path that would rather use a heap's caches.  errno is kept. */
+shoal_heap_t *shoal_heap_of_thread(void);
 
 /* A page of class `cls` with a free block, at the head of the calling
  * thread's queue; creates the thread's heap on first use.  NULL with
@@ -150,5 +157,8 @@ typedef struct shoal_heap_stats_s {
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);
+
+/* Count every heap's huge slot into figures from shoal_huge_stats. */
+void shoal_heap_huge_stats(shoal_huge_stats_t *st);
 
 #endif

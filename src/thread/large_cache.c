@@ -43,7 +43,7 @@ void shoal_large_cache_drain(shoal_heap_t *h)
 
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
 {
-    shoal_heap_t *h = shoal_tl_heap;
+    shoal_heap_t *h = shoal_heap_of_thread();
     unsigned order = shoal_large_order(n > align ? n : align);
     shoal_span_t s;
     /* The smallest cached block that holds it: a block grown by realloc
@@ -71,7 +71,7 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
 
 void shoal_heap_large_free(shoal_page_t *head)
 {
-    shoal_heap_t *h = shoal_tl_heap;
+    shoal_heap_t *h = shoal_heap_of_thread();
     unsigned order = head->order, slots = 1u << order;
     if (h != &shoal_empty_heap && slots <= SHOAL_LARGE_CACHE_SLOTS) {
         /* Room is made from the largest blocks cached: one eviction

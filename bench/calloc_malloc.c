@@ -11,7 +11,7 @@
  * "fresh" variant: the blocks stay live (about --fresh-mb MiB per size,
  * never freed until the end), so every block is carved from memory the
  * process never used: calloc may skip the memset there (fresh pages are
- * zero).  Chunks of 256 malloc calls alternate with chunks of 256 calloc
+ * zero).  Chunks of 251 malloc calls alternate with chunks of 251 calloc
  * calls, each block written once, and both pay the same first-touch page
  * faults.  Reports fresh_malloc_ns, fresh_calloc_ns and their ratio.
  *
@@ -84,8 +84,11 @@ static double batch(size_t size, long iters, int use_calloc)
 }
 
 /* Fresh memory: chunks of malloc and calloc calls alternate; nothing is
- * freed until the end of the program. */
-#define CHUNK 256
+ * freed until the end of the program.  The chunk is a prime number of
+ * calls: an allocator refills in batches (4 KiB of 16-byte blocks is
+ * 256), and a chunk of the same length would put every refill, with its
+ * page fault, into the same kind of call. */
+#define CHUNK 251
 
 typedef struct {
     unsigned char **blocks;

@@ -40,10 +40,9 @@ static __attribute__((noinline, cold)) void *broken_free_list(shoal_page_t *pg)
     return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
 }
 
-static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+/* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
+static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
-    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return broken_free_list(pg);
     pg->free = shoal_decode(pg, b->link);
     b->freed = 0;               /* no longer free: a free of it is not a double free */
     pg->used++;
@@ -51,16 +50,51 @@ static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b
     return b;
 }
 
-/* Pop from a page that has a free block, zeroing n bytes if asked. */
+static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+{
+    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+        return broken_free_list(pg);
+    return page_take(h, pg, b);
+}
+
+/* A zero block of n bytes from fresh memory, whose first bytes the carve
+ * wrote: write a zero into each further OS page it reaches.  A program
+ * that reads its calloc'd block before it writes it would otherwise
+ * fault twice on each of them (the kernel's zero page, then a copy on
+ * write); this costs one fault each, as the memset that other
+ * allocators do would, and nothing where the block is used anyway. */
+static void touch_pages(shoal_block_t *b, size_t n)
+{
+    char *end = (char *)b + n;
+    for (char *q = (char *)shoal_align_up((uintptr_t)b + 1, SHOAL_OS_PAGE); q < end;
+         q += SHOAL_OS_PAGE)
+        *q = 0;
+}
+
+/* Pop from a page that has a free block, zeroing n bytes, or only the
+ * link where the page's free blocks read as zero (fresh memory: the link
+ * and the mark were the only writes, and page_take clears the mark).
+ * Every call out is a tail call, so the fast path needs no frame. */
 static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
+    shoal_block_t *b = pg->free;
+    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+        return broken_free_list(pg);            /* zeroed */
     bool zero = pg->free_is_zero;
-    shoal_block_t *b = page_pop(h, pg, pg->free);
-    if (zero)
-        b->link = 0;            /* the link and the mark were the only writes */
-    else
-        memset(b, 0, n);
+    page_take(h, pg, b);
+    if (!zero)
+        return memset(b, 0, n);
+    b->link = 0;
+    if (shoal_unlikely(n > SHOAL_OS_PAGE / 2))
+        touch_pages(b, n);
     return b;
+}
+
+/* A size no block can have: ENOMEM. */
+static __attribute__((noinline, cold)) void *too_big(void)
+{
+    errno = ENOMEM;
+    return NULL;
 }
 
 /* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
@@ -105,10 +139,8 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
  * 64 bytes are never made, so such requests always come here. */
 static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t align, bool zero)
 {
-    if (shoal_unlikely(n > SHOAL_MAX_REQUEST)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (shoal_unlikely(n > SHOAL_MAX_REQUEST))
+        return too_big();
     shoal_process_init();               /* options before the first block */
     void *p = alloc_tier(n, align, zero);
     if (shoal_unlikely(p == NULL)) {
@@ -160,10 +192,8 @@ void *alloc_malloc(size_t n)
 void *alloc_calloc(size_t count, size_t size)
 {
     size_t n;
-    if (__builtin_mul_overflow(count, size, &n)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (__builtin_mul_overflow(count, size, &n))
+        return too_big();
     if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
         shoal_heap_t *h = shoal_tl_heap;
         shoal_page_t *pg = page_for(h, n);
@@ -446,10 +476,8 @@ void *alloc_realloc(void *p, size_t n)
 {
     if (p == NULL)
         return alloc_malloc(n);
-    if (n > SHOAL_MAX_REQUEST) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (n > SHOAL_MAX_REQUEST)
+        return too_big();
     size_t old = usable_or_fault(p, "realloc");
     if (old == 0)
         return NULL;
@@ -469,10 +497,8 @@ void *alloc_realloc(void *p, size_t n)
 void *alloc_reallocarray(void *p, size_t count, size_t size)
 {
     size_t n;
-    if (__builtin_mul_overflow(count, size, &n)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (__builtin_mul_overflow(count, size, &n))
+        return too_big();
     return alloc_realloc(p, n);
 }
 

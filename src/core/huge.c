@@ -143,7 +143,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
  * memset, the kernel zeroes. */
 static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
 {
-    shoal_os_purge(base, shoal_align_up(bytes, 4096), false);
+    shoal_os_purge(base, shoal_align_up(bytes, SHOAL_OS_PAGE), false);
 }
 
 static void *map_block(char *base, size_t size, size_t align, size_t need_zero_bytes,

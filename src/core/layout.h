@@ -32,6 +32,7 @@
 #define SHOAL_MAX_REQUEST  ((size_t)PTRDIFF_MAX)
 
 #define SHOAL_ALIGN        16         /* natural alignment of every block */
+#define SHOAL_OS_PAGE      4096       /* the smallest page the kernel maps (x86-64, most arm64) */
 #define SHOAL_CACHE_LINE   64
 
 #define shoal_likely(x)    __builtin_expect(!!(x), 1)

@@ -90,7 +90,7 @@ void shoal_page_extend(shoal_page_t *pg)
 {
     /* About 4 KiB of blocks a time, at least one. */
     unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
-    unsigned n = 4096u / pg->block_size;
+    unsigned n = SHOAL_OS_PAGE / pg->block_size;
     if (n == 0)
         n = 1;
     if (n > pg->reserved - capacity)

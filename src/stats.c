@@ -659,6 +659,7 @@ static void apply_stats_signal(long sig)
 __attribute__((constructor(101))) static void stats_start(void)
 {
     shoal_process_init();
+    shoal_heap_set_hooks(shoal_stats_tick, shoal_stats_fork_child);
     start_ms = shoal_os_now_ms();
     const char *path = getenv("SHOAL_STATS_FILE");
     if (path != NULL && *path != '\0') {

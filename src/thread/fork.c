@@ -15,7 +15,6 @@
 #include "heap.h"
 #include "../core/huge.h"
 #include "../core/pool.h"
-#include "../stats.h"
 
 /* Whether prepare took the locks.  A single-threaded process takes none:
  * no other thread can hold one, and the one thread may be in a signal
@@ -55,7 +54,6 @@ static void child(void)
         release();
     shoal_heap_fork_child(locked);
     shoal_purger_fork_child();
-    shoal_stats_fork_child();
 }
 
 void shoal_fork_init(void)

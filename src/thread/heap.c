@@ -14,7 +14,6 @@
 #include "../core/purge.h"
 #include "../core/sync.h"
 #include "../os/os.h"
-#include "../stats.h"
 
 shoal_page_t shoal_empty_page;
 shoal_heap_t shoal_empty_heap = {
@@ -68,6 +67,23 @@ static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
 
 static void thread_exit(void *arg);
 static void direct_init(void);
+
+static void (*_Atomic grew_hook)(void);
+static void (*_Atomic fork_child_hook)(void);
+
+void shoal_heap_set_hooks(void (*grew)(void), void (*fork_child)(void))
+{
+    /* Release: a thread that finds a hook finds what it set up. */
+    atomic_store_explicit(&grew_hook, grew, memory_order_release);
+    atomic_store_explicit(&fork_child_hook, fork_child, memory_order_release);
+}
+
+void shoal_heap_grew(void)
+{
+    void (*grew)(void) = atomic_load_explicit(&grew_hook, memory_order_acquire);
+    if (grew != NULL)
+        grew();
+}
 
 /* Put h on the list of every heap (which statistics and fork walk). */
 static void link_heap(shoal_heap_t *h)
@@ -516,8 +532,8 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
 static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
 {
     /* No page of the queue has room: this thread's live blocks of the
-     * class are at a high, a moment to sample the peaks (stats.c). */
-    shoal_stats_tick();
+     * class are at a high. */
+    shoal_heap_grew();
     shoal_span_t s;
     unsigned order = shoal_class_page_order(cls);
     if (!take_span(h, order, &s))
@@ -871,6 +887,9 @@ void shoal_heap_fork_parent(void)
 
 void shoal_heap_fork_child(bool locked)
 {
+    void (*fork_child)(void) = atomic_load_explicit(&fork_child_hook, memory_order_acquire);
+    if (fork_child != NULL)
+        fork_child();
     size_t created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     created_in_parent = created != 0 ? created - 1 : 0;
     if (!locked)

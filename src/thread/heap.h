@@ -114,6 +114,15 @@ void shoal_heap_drain_caches(void);
  * shoal_heap_reclaim.) */
 void shoal_heap_collect(void);
 
+/* The statistics' hooks, which the layer above registers at start-up (so
+ * calls go down only): `grew` when a heap takes new memory - a fresh page,
+ * a large block from the pool - the moments a thread's live memory is at
+ * a high, to sample the peaks; `fork_child` in the child of a fork. */
+void shoal_heap_set_hooks(void (*grew)(void), void (*fork_child)(void));
+
+/* A heap took new memory: the `grew` hook, if one is registered. */
+void shoal_heap_grew(void);
+
 /* Read the options and register the thread-exit and fork handlers, once;
  * the first allocation does it, and so may anything else that needs it. */
 void shoal_process_init(void);

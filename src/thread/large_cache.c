@@ -2,7 +2,6 @@
 #include "large_cache.h"
 
 #include "../core/purge.h"
-#include "../stats.h"
 
 _Atomic uint64_t shoal_large_orphan_allocs;
 _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
@@ -63,7 +62,7 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
     } else if (!shoal_pool_claim(order, &s)) {
         return NULL;
     } else {
-        shoal_stats_tick();     /* the footprint grows: sample the peaks */
+        shoal_heap_grew();      /* the footprint grows */
     }
     count_live(h, order, 1, true);
     return shoal_large_make(&s, n, zero);

@@ -372,8 +372,10 @@ size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
 
 bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 {
-    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
-    return w != 0 && slot_base(w) + user_offset(SHOAL_ALIGN) == (const char *)p;
+    /* In integers: the empty heap's slot holds 1, no mapping. */
+    uintptr_t base = atomic_load_explicit(&s->map, memory_order_relaxed) &
+                     ~(uintptr_t)(SHOAL_SP_SIZE - 1);
+    return base != 0 && base + user_offset(SHOAL_ALIGN) == (uintptr_t)p;
 }
 
 void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)

@@ -1,0 +1,139 @@
+/* block.c - what a pointer is (block.h), what is wrong with a bad one,
+ * and the sizes: malloc_usable_size and free_sized's check. */
+#include "block.h"
+
+#include <errno.h>
+#include <string.h>
+#include "shoal.h"
+#include "core/chunk_map.h"
+#include "core/message.h"
+#include "core/pool.h"
+#include "thread/heap.h"
+
+shoal_ptr_t shoal_classify(const void *p)
+{
+    shoal_ptr_t c = { SHOAL_PTR_BAD, NULL, NULL };
+    enum shoal_chunk_kind k = shoal_chunk_of(p);
+    if (k == SHOAL_CHUNK_SUPERPAGE) {
+        shoal_page_t *pg = shoal_span_of(p);
+        c.pg = pg;
+        if (pg->kind == SHOAL_SLOT_PAGE && shoal_block_is_start(pg, p))
+            c.kind = SHOAL_PTR_BLOCK;
+        else if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start)
+            c.kind = SHOAL_PTR_LARGE;
+    } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
+        c.huge = shoal_huge_of(p, k);
+        if (c.huge != NULL)
+            c.kind = SHOAL_PTR_HUGE;
+    } else if (p == NULL) {
+        c.kind = SHOAL_PTR_NULL;
+    }
+    return c;
+}
+
+/* A pointer into a page that is not a live block's start: say which. */
+static void bad_block(const shoal_page_t *pg, const shoal_block_t *b, const char *fn)
+{
+    uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
+    const char *what = "pointer inside a block, not at its start (interior or misaligned)";
+    /* Every call that gets here frees the block, but usable_size: of a
+     * freed block that is a use after free, not a second free. */
+    bool frees = strcmp(fn, "usable_size") != 0;
+    if (off % pg->block_size == 0)
+        what = off / pg->block_size >= atomic_load_explicit(&pg->capacity, memory_order_relaxed)
+                   ? "pointer to a block that was never allocated"
+               : frees ? "double free (the block is already free)"
+                       : "pointer to a block that is already free (used after free)";
+    shoal_fault(fn, b, what);
+}
+
+/* What a pointer into a pool superpage is when it is neither in a page
+ * nor the start of a large block: inside a large block (its head may be
+ * a few slots before p's), or in slots nobody holds. */
+static void bad_pool_pointer(const void *p, const char *fn)
+{
+    shoal_superpage_t *sp = shoal_superpage_of(p);
+    unsigned slot = (unsigned)(((uintptr_t)p - (uintptr_t)sp) >> SHOAL_SLOT_SHIFT);
+    const char *what = slot == 0 ? "pointer to memory that is not allocated (shoal's own "
+                                   "metadata)"
+                                 : "pointer to memory that is not allocated: freed "
+                                   "already (a double free) or never handed out";
+    /* A large block of order k starts at a multiple of 2^k slots. */
+    for (unsigned k = 0; slot != 0 && k <= SHOAL_MAX_ORDER; k++) {
+        const shoal_page_t *head = &sp->pages[slot & ~((1u << k) - 1)];
+        if (head->kind == SHOAL_SLOT_LARGE && head->order >= k &&
+            (unsigned)(head - sp->pages) + (1u << head->order) > slot) {
+            what = "pointer inside a large block, not its start";
+            break;
+        }
+    }
+    shoal_fault(fn, p, what);
+}
+
+__attribute__((noinline, cold)) void shoal_ptr_fault(const void *p, const shoal_ptr_t *c,
+                                                     const char *fn)
+{
+    if (c->pg != NULL && c->pg->kind == SHOAL_SLOT_PAGE) {
+        bad_block(c->pg, p, fn);
+    } else if (c->pg != NULL) {
+        bad_pool_pointer(p, fn);
+    } else {
+        bool freed = shoal_huge_was_freed(p) ||
+                     shoal_huge_slot_holds(&shoal_tl_heap->huge_slot, p);
+        shoal_fault(fn, p, freed ? "double free (the huge block is already free)"
+                                 : "pointer not allocated by shoal");
+    }
+}
+
+size_t shoal_usable_or_fault(const void *p, const char *fn)
+{
+    shoal_ptr_t c = shoal_classify(p);
+    switch (c.kind) {
+    case SHOAL_PTR_BLOCK:
+        if (shoal_block_is_live(c.pg, p))
+            return c.pg->block_size;
+        break;
+    case SHOAL_PTR_LARGE:
+        return shoal_large_usable(c.pg);
+    case SHOAL_PTR_HUGE:
+        return c.huge->usable;
+    case SHOAL_PTR_NULL:
+    case SHOAL_PTR_BAD:
+        break;
+    }
+    shoal_ptr_fault(p, &c, fn);
+    return 0;
+}
+
+size_t alloc_usable_size(const void *p)
+{
+    return p == NULL ? 0 : shoal_usable_or_fault(p, "usable_size");
+}
+
+bool shoal_size_matches(size_t usable, size_t n, size_t align)
+{
+    unsigned c;
+    bool natural = align <= SHOAL_ALIGN;
+    if (n > usable)
+        return false;
+    switch (shoal_tier_of(n, align, &c)) {
+    case SHOAL_TIER_PAGE:
+        /* The class of the size, or a larger one that realloc kept when
+         * it shrank the block in place (it does while n > half; only a
+         * block of the natural alignment is ever realloc'd). */
+        return usable <= SHOAL_MEDIUM_MAX &&
+               (shoal_class_size(c) == usable || (natural && n > usable / 2));
+    case SHOAL_TIER_LARGE:
+        /* realloc resizes a large block in place to any order */
+        return natural || (SHOAL_SLOT_SIZE << c) == usable;
+    case SHOAL_TIER_HUGE:
+        break;
+    }
+    return true;                /* huge: its own mapping, sized to fit */
+}
+
+__attribute__((noinline, cold)) void *shoal_too_big(void)
+{
+    errno = ENOMEM;
+    return NULL;
+}

@@ -1,0 +1,154 @@
+/* free.c - free, free_sized and free_aligned_sized.
+ *
+ * free's fast path: one byte from the chunk map says the pointer is in a
+ * pool superpage; mask to the superpage, index the slot descriptor, test
+ * that the pointer starts a block of that slot's page and is not marked
+ * free, and if this thread owns the page (and it is not on the full
+ * list: one compare of the owner word) push onto its local list.  A
+ * block of another heap waits in this thread's outbox (no atomic
+ * operation; see thread/remote.h).  Large blocks go to the heap's
+ * stack of their order, huge ones to its huge slot; anything else is
+ * block.c's to classify.
+ */
+#include "shoal.h"
+
+#include "block.h"
+#include "core/chunk_map.h"
+#include "core/message.h"
+#include "thread/heap.h"
+#include "thread/large_cache.h"
+
+/* The owner's free emptied a page behind its queue's head. */
+static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_page_t *pg)
+{
+    shoal_heap_page_freed(h, pg);
+    shoal_purger_start();
+}
+
+/* Free b, which passed the block-start test of its page pg. */
+static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
+{
+    /* Read before the stores to b, which may alias pg as far as the
+     * compiler knows (mark and key are one load: the mark is the key). */
+    uintptr_t key = pg->key, mark = shoal_freed_mark(pg);
+    if (shoal_unlikely(b->freed == mark)) {
+        shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL };
+        shoal_ptr_fault(b, &c, "free");     /* a double free */
+        return;
+    }
+    b->freed = mark;
+    shoal_heap_t *h = shoal_tl_heap;
+    /* Only this thread moves a page away from its own heap, so seeing our
+     * heap here is a stable answer.  Acquire (a plain load on x86-64):
+     * another heap found here was set up before its thread adopted the
+     * page (take_orphan's release), and the remote path reads it.  One
+     * of our pages on the full list fails the test too (page.h). */
+    uintptr_t owner = shoal_page_owner(pg);
+    if (shoal_likely(owner == (uintptr_t)h)) {
+        b->link = shoal_encode_key(key, pg->local_free);
+        pg->local_free = b;
+        shoal_count(&h->stats.frees[pg->size_class], 1);
+        /* An empty page at the head of its queue stays: the next malloc
+         * of its class takes from it. */
+        if (shoal_unlikely(--pg->used == 0) && h->pages[pg->size_class] != pg)
+            free_page_event(h, pg);
+        return;
+    }
+    shoal_heap_remote_free(pg, b, h, owner);
+}
+
+/* The rest of free: blocks in a later slot of a multi-slot page, large
+ * and huge blocks the thread's caches have no room for, NULL and bad
+ * pointers. */
+static __attribute__((noinline, cold)) void free_rare(void *p)
+{
+    shoal_ptr_t c = shoal_classify(p);
+    switch (c.kind) {
+    case SHOAL_PTR_NULL:
+        return;
+    case SHOAL_PTR_BLOCK:
+        page_free(c.pg, p);
+        return;
+    case SHOAL_PTR_LARGE:
+        shoal_heap_large_free(c.pg);
+        return;
+    case SHOAL_PTR_HUGE:
+        if (!shoal_huge_slot_put(&shoal_heap_of_thread()->huge_slot, c.huge))
+            shoal_huge_free(c.huge);
+        shoal_purger_start();
+        return;
+    case SHOAL_PTR_BAD:
+        break;
+    }
+    shoal_ptr_fault(p, &c, "free");
+}
+
+/* A huge block goes into this thread's huge slot. */
+static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k)
+{
+    shoal_huge_t *h = shoal_huge_of(p, k);
+    if (h != NULL && shoal_huge_slot_put(&shoal_tl_heap->huge_slot, h)) {
+        shoal_purger_start();           /* a load when it runs: it will come for it */
+        return;
+    }
+    free_rare(p);
+}
+
+/* What the block-start test sends on: a large block goes to this
+ * thread's cache with a push, a huge one into its huge slot; everything
+ * else is rare.  (Every call here is a tail call: no frame.) */
+static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kind k)
+{
+    if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
+        shoal_page_t *pg = shoal_span_of(p);
+        if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
+            shoal_large_cache_push(shoal_tl_heap, pg))
+            return;
+    } else if (k == SHOAL_CHUNK_HUGE) {
+        free_huge(p, k);
+        return;
+    }
+    free_rare(p);
+}
+
+void alloc_free(void *p)
+{
+    enum shoal_chunk_kind k = shoal_chunk_of(p);
+    if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
+        /* The slot's own descriptor: only a page's head has a nonzero
+         * start limit, so one test says both "a page's head slot" and "a
+         * carved block's start".  Blocks in later slots of multi-slot
+         * pages (above 8 KiB) and large blocks go the generic way. */
+        shoal_page_t *pg = shoal_slot_desc(p);
+        if (shoal_likely(shoal_block_is_start(pg, p))) {
+            page_free(pg, p);
+            return;
+        }
+    }
+    free_generic(p, k);
+}
+
+static void free_checked(void *p, size_t n, size_t align, const char *fn)
+{
+    if (p == NULL)
+        return;
+    size_t usable = shoal_usable_or_fault(p, fn);
+    if (usable == 0)
+        return;
+    if (!shoal_is_pow2(align) || !shoal_size_matches(usable, n, align)) {
+        shoal_fault(fn, p, "size does not match the block");
+        return;
+    }
+    alloc_free(p);
+}
+
+void alloc_free_sized(void *p, size_t n)
+{
+    free_checked(p, n, SHOAL_ALIGN, "free_sized");
+}
+
+void alloc_free_aligned_sized(void *p, size_t align, size_t n)
+{
+    free_checked(p, n, align, "free_aligned_sized");
+}
+

@@ -1,0 +1,209 @@
+/* malloc.c - malloc, calloc and aligned_alloc: the fast paths, and the
+ * one slow path behind them.
+ *
+ * malloc's fast path: TLS heap -> the page of the request's size (the
+ * direct table up to 1 KiB, the class's queue head above) -> pop its
+ * free list.  No atomics, no locks, no NULL test (an empty queue holds a
+ * static empty page whose free list is NULL), no stack frame.  Large
+ * blocks pop the heap's stack of their order, huge ones take the
+ * thread's huge slot; everything else is alloc_generic.
+ */
+#include "shoal.h"
+
+#include <errno.h>
+#include <string.h>
+#include "block.h"
+#include "core/message.h"
+#include "core/purge.h"
+#include "stats.h"
+#include "thread/heap.h"
+#include "thread/large_cache.h"
+
+static void *alloc_generic(size_t n, size_t align, bool zero);
+
+/* The head of a free list is not a free block of its page
+ * (shoal_block_is_free): a link was overwritten.  Say so, naming the page
+ * (what a wrong link decodes to says nothing); with
+ * ON_ERROR=warn, take the page's lists out of service (their blocks are
+ * lost to it: it keeps them counted as in use) and serve the call,
+ * zeroed, from elsewhere. */
+static __attribute__((noinline, cold)) void *broken_free_list(shoal_page_t *pg)
+{
+    shoal_fault("malloc", pg->start, "free list corrupted in the page at this address: a "
+                                     "free block's link or freed mark was overwritten (an "
+                                     "overflow of the block before it, or a write after free)");
+    pg->free = pg->local_free = NULL;
+    return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
+}
+
+/* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
+static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+{
+    pg->free = shoal_decode(pg, b->link);
+    b->freed = 0;               /* no longer free: a free of it is not a double free */
+    pg->used++;
+    shoal_count(&h->stats.allocs[pg->size_class], 1);
+    return b;
+}
+
+static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+{
+    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+        return broken_free_list(pg);
+    return page_take(h, pg, b);
+}
+
+/* A zero block of n bytes from fresh memory, whose first bytes the carve
+ * wrote: write a zero into each further OS page it reaches.  A program
+ * that reads its calloc'd block before it writes it would otherwise
+ * fault twice on each of them (the kernel's zero page, then a copy on
+ * write); this costs one fault each, as the memset that other
+ * allocators do would, and nothing where the block is used anyway. */
+static void touch_pages(shoal_block_t *b, size_t n)
+{
+    char *end = (char *)b + n;
+    for (char *q = (char *)shoal_align_up((uintptr_t)b + 1, SHOAL_OS_PAGE); q < end;
+         q += SHOAL_OS_PAGE)
+        *q = 0;
+}
+
+/* Pop from a page that has a free block, zeroing n bytes, or only the
+ * link where the page's free blocks read as zero (fresh memory: the link
+ * and the mark were the only writes, and page_take clears the mark).
+ * Every call out is a tail call, so the fast path needs no frame. */
+static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
+{
+    shoal_block_t *b = pg->free;
+    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+        return broken_free_list(pg);            /* zeroed */
+    bool zero = pg->free_is_zero;
+    page_take(h, pg, b);
+    if (!zero)
+        return memset(b, 0, n);
+    b->link = 0;
+    if (shoal_unlikely(n > SHOAL_OS_PAGE / 2))
+        touch_pages(b, n);
+    return b;
+}
+
+/* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
+ * the direct table) pops from: the heap's direct entry up to 1 KiB, its
+ * class's queue head above. */
+static inline shoal_page_t *page_for(shoal_heap_t *h, size_t n)
+{
+    if (shoal_likely(n <= SHOAL_DIRECT_MAX))
+        return h->direct[shoal_direct_index(n)];
+    return h->pages[shoal_size_to_class_nz(n)];
+}
+
+static void *alloc_tier(size_t n, size_t align, bool zero)
+{
+    unsigned cls;
+    switch (shoal_tier_of(n, align, &cls)) {
+    case SHOAL_TIER_PAGE: {
+        shoal_page_t *pg = shoal_heap_find_page(cls);
+        if (pg == NULL)
+            return NULL;
+        shoal_heap_t *h = shoal_tl_heap;        /* made by find_page on first use */
+        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
+    }
+    case SHOAL_TIER_LARGE:
+        return shoal_heap_large_alloc(n, align, zero);
+    case SHOAL_TIER_HUGE:
+        break;
+    }
+    void *p = align <= SHOAL_ALIGN
+                  ? shoal_huge_slot_take(&shoal_heap_of_thread()->huge_slot, n, zero)
+                  : NULL;
+    if (p != NULL)
+        return p;
+    p = shoal_huge_alloc(n, align, zero);
+    shoal_stats_tick();         /* allocated jumps: sample the peaks */
+    return p;
+}
+
+/* Everything that is not a fast path: first use, empty page, aligned,
+ * large and huge requests, the size check, and the purger's start.
+ * With CACHELINE_ALIGN set, pages of classes that are not multiples of
+ * 64 bytes are never made, so such requests always come here. */
+static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t align, bool zero)
+{
+    if (shoal_unlikely(n > SHOAL_MAX_REQUEST))
+        return shoal_too_big();
+    shoal_process_init();               /* options before the first block */
+    void *p = alloc_tier(n, align, zero);
+    if (shoal_unlikely(p == NULL)) {
+        /* At a limit (MAX_MEMORY, or the kernel's), free memory that
+         * this thread's caches, the pool or the huge cache hold may be
+         * what is in the way: give it all back to the OS and try once
+         * more.  The retry is unconditional: another thread may have
+         * purged a moment ago, and its room is ours to find (see
+         * huge.c). */
+        shoal_heap_drain_caches();
+        shoal_purge_now(true);
+        p = alloc_tier(n, align, zero);
+    }
+    shoal_heap_end_call();
+    shoal_purger_start();
+    return p;
+}
+
+/* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail
+ * call from malloc, which so keeps no frame). */
+static __attribute__((noinline)) void *alloc_huge(shoal_heap_t *h, size_t n)
+{
+    void *p = shoal_huge_slot_take(&h->huge_slot, n, false);
+    return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
+}
+
+void *alloc_malloc(size_t n)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    shoal_page_t *pg;
+    if (shoal_likely(n <= SHOAL_DIRECT_MAX)) {
+        pg = h->direct[shoal_direct_index(n)];
+    } else if (n <= SHOAL_MEDIUM_MAX) {
+        pg = h->pages[shoal_size_to_class_nz(n)];
+    } else if (n <= SHOAL_LARGE_MAX) {
+        void *p = shoal_large_cache_pop(h, n);
+        return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
+    } else {
+        return alloc_huge(h, n);
+    }
+    shoal_block_t *b = pg->free;
+    if (shoal_likely(b != NULL))
+        return page_pop(h, pg, b);
+    if (pg->local_free != NULL)         /* ran dry: refill from this thread's frees */
+        return page_pop(h, pg, shoal_page_take_local(pg));
+    return alloc_generic(n, SHOAL_ALIGN, false);
+}
+
+void *alloc_calloc(size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n))
+        return shoal_too_big();
+    if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
+        shoal_heap_t *h = shoal_tl_heap;
+        shoal_page_t *pg = page_for(h, n);
+        if (shoal_likely(pg->free != NULL) ||
+            (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
+            return page_pop_zero(h, pg, n);
+    }
+    return alloc_generic(n, SHOAL_ALIGN, true);
+}
+
+void *alloc_aligned(size_t align, size_t n)
+{
+    if (shoal_unlikely(!shoal_is_pow2(align))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return align <= SHOAL_ALIGN ? alloc_malloc(n) : alloc_generic(n, align, false);
+}
+
+void alloc_collect(bool force)
+{
+    shoal_heap_collect();
+    shoal_purge_now(force);
+}

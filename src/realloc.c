@@ -1,0 +1,56 @@
+/* realloc.c - realloc and reallocarray: in place where the block allows
+ * (block.h says what it is), else a new block, a copy and a free. */
+#include "shoal.h"
+
+#include <errno.h>
+#include <string.h>
+#include "block.h"
+#include "thread/large_cache.h"
+
+/* In place if the block allows: a page block kept while it wastes less
+ * than half (free_sized knows), a large or huge block that can shrink or
+ * grow where it is.  NULL if it must move. */
+static void *resize_in_place(void *p, size_t old, size_t n)
+{
+    unsigned order;
+    shoal_ptr_t c = shoal_classify(p);
+    enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
+    if (c.kind == SHOAL_PTR_BLOCK)
+        return n <= old && n > old / 2 ? p : NULL;
+    if (c.kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
+        return shoal_heap_large_resize(c.pg, n);
+    if (c.kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE)
+        return shoal_huge_realloc(c.huge, n);
+    return NULL;
+}
+
+void *alloc_realloc(void *p, size_t n)
+{
+    if (p == NULL)
+        return alloc_malloc(n);
+    if (n > SHOAL_MAX_REQUEST)
+        return shoal_too_big();
+    size_t old = shoal_usable_or_fault(p, "realloc");
+    if (old == 0)
+        return NULL;
+    int saved = errno;
+    void *q = resize_in_place(p, old, n);
+    errno = saved;
+    if (q != NULL)
+        return q;
+    q = alloc_malloc(n);
+    if (q == NULL)
+        return NULL;            /* p is untouched */
+    memcpy(q, p, n < old ? n : old);
+    alloc_free(p);
+    return q;
+}
+
+void *alloc_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n))
+        return shoal_too_big();
+    return alloc_realloc(p, n);
+}
+

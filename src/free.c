@@ -120,7 +120,7 @@ void alloc_free(void *p)
          * carved block's start".  Blocks in later slots of multi-slot
          * pages (above 8 KiB) and large blocks go the generic way. */
         shoal_page_t *pg = shoal_slot_desc(p);
-        if (shoal_likely(shoal_block_is_start(pg, p))) {
+        if (shoal_likely(shoal_block_is_start_in_slot(pg, p))) {
             page_free(pg, p);
             return;
         }

@@ -634,7 +634,8 @@ static void on_signal(int sig)
  * A signal the program handles already is left alone, with a warning. */
 static void apply_stats_signal(long sig)
 {
-    int old = atomic_exchange(&installed_signal, 0);
+    /* Relaxed: it only names the signal; sigaction orders the rest. */
+    int old = atomic_exchange_explicit(&installed_signal, 0, memory_order_relaxed);
     if (old != 0)
         sigaction(old, &previous, NULL);
     if (sig <= 0)
@@ -649,7 +650,7 @@ static void apply_stats_signal(long sig)
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
         if (sigaction((int)sig, &sa, &previous) == 0)
-            atomic_store(&installed_signal, (int)sig);
+            atomic_store_explicit(&installed_signal, (int)sig, memory_order_relaxed);
         return;
     }
     shoal_warning("signal %ld already has a handler in this program; "

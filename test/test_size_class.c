@@ -34,7 +34,10 @@ static void test_classes_are_close(void **state)
             assert_int_equal(size - prev, 16);
         assert_int_equal(shoal_size_to_class(size), c);
     }
-    assert_int_equal(shoal_class_size(SHOAL_SMALL_CLASSES - 1), SHOAL_SMALL_MAX);
+    /* Order-0 pages end at 8 KiB blocks, medium pages at 64 KiB. */
+    assert_int_equal(shoal_class_size(SHOAL_SMALL_CLASSES - 1), 8u << 10);
+    assert_int_equal(shoal_class_page_order(SHOAL_SMALL_CLASSES - 1), 0);
+    assert_int_equal(shoal_class_page_order(SHOAL_SMALL_CLASSES), 1);
     assert_int_equal(shoal_class_size(SHOAL_CLASSES - 1), SHOAL_MEDIUM_MAX);
 }
 

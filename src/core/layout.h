@@ -21,7 +21,6 @@
 #define SHOAL_MAX_ORDER    5          /* largest block: 32 slots, 2 MiB */
 
 /* Object size tiers. */
-#define SHOAL_SMALL_MAX    ((size_t)8 << 10)    /* on 64 KiB pages (order 0) */
 #define SHOAL_MEDIUM_MAX   ((size_t)64 << 10)   /* on 128..512 KiB pages (order 1..3) */
 #define SHOAL_LARGE_MAX    (SHOAL_SLOT_SIZE << SHOAL_MAX_ORDER) /* 2 MiB */
 

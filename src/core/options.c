@@ -10,13 +10,13 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include "commit.h"
 #include "message.h"
 #include "pool.h"
+#include "sync.h"
 
 enum value_kind { V_BOOL, V_NUMBER, V_SIGNAL, V_WORD };
 
@@ -390,15 +390,9 @@ static void read_environment(void)
 
 void shoal_options_init(void)
 {
-    static _Atomic int state;   /* 0 not read, 1 reading, 2 read */
-    int expect = 0;
-    if (atomic_load_explicit(&state, memory_order_acquire) == 2)
-        return;
-    if (atomic_compare_exchange_strong(&state, &expect, 1)) {
+    static _Atomic int state;   /* enum shoal_once */
+    if (shoal_once_begin(&state, true)) {
         read_environment();
-        atomic_store_explicit(&state, 2, memory_order_release);
-        return;
+        shoal_once_end(&state);
     }
-    while (atomic_load_explicit(&state, memory_order_acquire) != 2)
-        sched_yield();
 }

@@ -111,7 +111,8 @@ void shoal_page_extend(shoal_page_t *pg)
     /* Relaxed: a freeing thread reads it only for blocks it was handed,
      * which were carved before they were handed out. */
     atomic_store_explicit(&pg->capacity, (uint16_t)(capacity + n), memory_order_relaxed);
-    atomic_store_explicit(&pg->start_limit, (capacity + n) * (pg->start_mul * pg->block_size),
+    atomic_store_explicit(&pg->start_limit,
+                          (uint32_t)((capacity + n) * (pg->start_mul * pg->block_size)),
                           memory_order_relaxed);
 }
 

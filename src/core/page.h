@@ -22,6 +22,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include "layout.h"
 
 struct shoal_heap_s;
@@ -49,43 +50,48 @@ enum shoal_slot_kind {
 };
 
 typedef struct shoal_page_s {
-    /* Owner-only, hot. */
+    /* The first cache line holds all that the fast paths read: malloc
+     * (free, key, mark, used, size_class; free_is_zero for calloc) and
+     * free (start_mul, start_limit, mark, owner, key, local_free, used,
+     * size_class). */
     shoal_block_t *free;
     shoal_block_t *local_free;
-    uint32_t used;
-    uint32_t block_size;
-    _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
-    uint16_t reserved;          /* blocks that fit */
-    /* Set when the span is set up, read by any thread that frees into it. */
-    uint8_t kind;               /* enum shoal_slot_kind */
-    uint8_t slot_offset;        /* TAIL: slots back to the head */
-    uint8_t order;              /* buddy order of the span */
-    uint8_t size_class;
-    uintptr_t key;              /* encodes links, makes the freed mark */
-    char *start;                /* the first block */
+    uintptr_t key;              /* encodes links (owner-only) */
+    uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
     uint64_t start_mul;         /* see shoal_block_is_start */
-    /* capacity * (start_mul * block_size mod 2^64) in a page's head
-     * descriptor, 0 in every other descriptor (init zeroes the tails',
-     * fini the head's), so the block-start test fails for any slot that
-     * is not a page's head. */
-    _Atomic uint64_t start_limit;
-    /* Owner-only, cold. */
-    uint8_t free_is_zero;       /* every block on `free` reads as zero */
-    uint8_t fresh_zero;         /* blocks not yet carved read as zero */
-    uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
     /* The heap that owns it (the orphanage when its heap was dismantled),
      * with SHOAL_PAGE_FULL set while the page is on that heap's full
      * list: written by that heap's holder, read by any thread that frees
      * into it, to know where to send the block (shoal_page_heap). */
     _Atomic uintptr_t owner;
+    uint32_t used;              /* owner-only */
+    /* capacity * (start_mul * block_size mod 2^64) in a page's head
+     * descriptor, 0 in every other descriptor (init zeroes the tails',
+     * fini the head's), so the block-start test fails for any slot that
+     * is not a page's head. */
+    _Atomic uint32_t start_limit;
+    uint8_t size_class;
+    uint8_t free_is_zero;       /* every block on `free` reads as zero (owner-only) */
+    /* Set when the span is set up, read by any thread that frees into it. */
+    uint8_t kind;               /* enum shoal_slot_kind */
+    uint8_t slot_offset;        /* TAIL: slots back to the head */
+    uint8_t order;              /* buddy order of the span */
+    /* Owner-only, cold. */
+    uint8_t fresh_zero;         /* blocks not yet carved read as zero */
+    uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
+    /* The second line: slow paths only. */
+    char *start __attribute__((aligned(64)));   /* the first block */
+    uint32_t block_size;
+    _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
+    uint16_t reserved;          /* blocks that fit */
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
-    uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
  * and no two pages share a cache line. */
 #define SHOAL_DESC_SHIFT 7
 _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
+_Static_assert(offsetof(shoal_page_t, start) == 64, "the fast paths' fields fill one line");
 
 /* The owner word: free compares it whole with the freeing thread's heap,
  * so one test says "this thread's page, and not on the full list"; a
@@ -177,16 +183,30 @@ static inline uintptr_t shoal_freed_mark(const shoal_page_t *pg)
  * in the page's span, at most 512 KiB), and r * c <= (d - 1) * c =
  * 2^64 + e - c, with c > 2^48 (d <= 64 KiB).  So:
  *   r = 0:  off * c = q * e, below capacity * e exactly when q < capacity;
- *   r > 0:  off * c >= c > 2^48, above any capacity * e (at most 2^28).
+ *   r > 0:  off * c >= c > 2^48, above any capacity * e (at most the
+ *           span's bytes, 2^19: the limit fits in 32 bits).
  * Interior, misaligned and never-carved pointers all fail, and so does
  * every pointer whose slot descriptor is not a page's head (its limit is
  * 0): free can skip looking at the slot's kind.  (Lemire,
  * Kaser and Kurz, "Faster remainder by direct computation", 2019, use
  * the same c for the divisibility test alone.) */
+static inline bool shoal_block_is_start_at(const shoal_page_t *pg, uint64_t off)
+{
+    return off * pg->start_mul < atomic_load_explicit(&pg->start_limit, memory_order_relaxed);
+}
+
 static inline bool shoal_block_is_start(const shoal_page_t *pg, const void *b)
 {
-    uint64_t off = (uintptr_t)b - (uintptr_t)pg->start;
-    return off * pg->start_mul < atomic_load_explicit(&pg->start_limit, memory_order_relaxed);
+    return shoal_block_is_start_at(pg, (uintptr_t)b - (uintptr_t)pg->start);
+}
+
+/* The same for the descriptor of b's own slot, free's fast path: if that
+ * slot is a page's first, the page starts at the slot's start, so the
+ * offset is b's bits below the slot size (no load); if it is not, the
+ * limit is 0 and the test fails whatever the offset. */
+static inline bool shoal_block_is_start_in_slot(const shoal_page_t *slot_desc, const void *b)
+{
+    return shoal_block_is_start_at(slot_desc, (uintptr_t)b & (SHOAL_SLOT_SIZE - 1));
 }
 
 static inline bool shoal_block_is_live(const shoal_page_t *pg, const shoal_block_t *b)

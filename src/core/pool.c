@@ -174,7 +174,7 @@ static bool grow(size_t seen)
         goto out;
     }
     if (shoal_opt(ALLOC_OPTION_HUGE_PAGES))
-        shoal_os_huge_hint(sp, SHOAL_SP_SIZE, true);
+        shoal_os_huge_hint(sp, SHOAL_SP_SIZE);
     /* Fresh memory is zero: only the header's fields need values. */
     atomic_store_explicit(&sp->occupied, 1, memory_order_relaxed);
     atomic_store_explicit(&sp->dirty, 1, memory_order_relaxed);

@@ -1,5 +1,5 @@
-/* sync.h - the allocator's lock for rare slow paths, and ThreadSanitizer
- * annotations.
+/* sync.h - the allocator's lock for rare slow paths, run-once start-up,
+ * and ThreadSanitizer annotations.
  *
  * The lock is ConcurrencyKit's fetch-and-store spinlock.  Its holder may
  * be inside a system call (mmap), so a waiter yields the CPU rather than
@@ -13,6 +13,7 @@
 
 #include <ck_spinlock.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include "layout.h"
 
@@ -49,6 +50,34 @@ static inline void shoal_unlock(shoal_lock_t *l)
 {
     shoal_tsan_release(l);
     ck_spinlock_fas_unlock(l);
+}
+
+/* Run-once start-up.  shoal_once_begin returns true to the one caller
+ * that must run the start-up, which then calls shoal_once_end; every
+ * other caller gets false: at once if `wait` is false (the start-up may
+ * allocate, and its own thread must not wait for itself), or once it is
+ * done.  The end's release pairs with the acquire loads: a caller that
+ * sees DONE sees everything the start-up wrote. */
+enum shoal_once { SHOAL_ONCE_NOT_YET, SHOAL_ONCE_RUNNING, SHOAL_ONCE_DONE };
+
+static inline bool shoal_once_begin(_Atomic int *state, bool wait)
+{
+    int expect = SHOAL_ONCE_NOT_YET;
+    if (atomic_load_explicit(state, memory_order_acquire) == SHOAL_ONCE_DONE)
+        return false;
+    /* Relaxed: only the winner runs the start-up, and publishes with the
+     * end's release; a loser that waits acquires in its loads below. */
+    if (atomic_compare_exchange_strong_explicit(state, &expect, SHOAL_ONCE_RUNNING,
+                                                memory_order_relaxed, memory_order_relaxed))
+        return true;
+    while (wait && atomic_load_explicit(state, memory_order_acquire) != SHOAL_ONCE_DONE)
+        sched_yield();
+    return false;
+}
+
+static inline void shoal_once_end(_Atomic int *state)
+{
+    atomic_store_explicit(state, SHOAL_ONCE_DONE, memory_order_release);
 }
 
 #endif

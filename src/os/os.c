@@ -92,10 +92,10 @@ void shoal_os_prefault(void *addr, size_t size)
     errno = saved;
 }
 
-void shoal_os_huge_hint(void *addr, size_t size, bool on)
+void shoal_os_huge_hint(void *addr, size_t size)
 {
     int saved = errno;
-    (void)madvise(addr, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    (void)madvise(addr, size, MADV_HUGEPAGE);
     errno = saved;
 }
 

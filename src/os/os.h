@@ -32,8 +32,8 @@ bool shoal_os_purge(void *addr, size_t size, bool lazy);
  * touching each page).  Best effort. */
 void shoal_os_prefault(void *addr, size_t size);
 
-/* Ask for (or refuse) transparent huge pages on a range.  Best effort. */
-void shoal_os_huge_hint(void *addr, size_t size, bool on);
+/* Ask for transparent huge pages on a range (HUGE_PAGES=1).  Best effort. */
+void shoal_os_huge_hint(void *addr, size_t size);
 
 /* Monotonic milliseconds, cheap (coarse clock). */
 uint64_t shoal_os_now_ms(void);

@@ -63,7 +63,7 @@ static pthread_key_t exit_key;
  * runs destructors for at most four rounds: a heap made in the last one
  * would never be given up, and every exiting thread would leave one. */
 static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
-static _Atomic int init_state;          /* 0 not yet, 1 running, 2 done */
+static _Atomic int init_state;          /* enum shoal_once */
 
 static void thread_exit(void *arg);
 static void direct_init(void);
@@ -101,10 +101,9 @@ static void link_heap(shoal_heap_t *h)
 
 void shoal_process_init(void)
 {
-    int expect = 0;
-    if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
-        return;
-    if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
+    /* No wait: pthread_key_create and pthread_atfork may allocate, in
+     * this thread. */
+    if (shoal_once_begin(&init_state, false)) {
         shoal_options_init();
         shoal_page_secret_init();
         direct_init();
@@ -112,7 +111,7 @@ void shoal_process_init(void)
         shoal_fork_init();
         shoal_purger_init();
         link_heap(&orphans);
-        atomic_store_explicit(&init_state, 2, memory_order_release);
+        shoal_once_end(&init_state);
         return;
     }
     while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)

@@ -6,9 +6,9 @@
  * of its own its RSS would stay up for ever.  The purger is one thread,
  * started lazily the first time memory becomes purgeable (from an
  * allocation slow path, where starting a thread is safe), only when
- * PURGE_DELAY_MS > 0 and, with PURGE_THREAD=auto, only once a second
- * thread has allocated.  It leaves when it is the last thread of the
- * process.  It sleeps on a futex while nothing is pending (waking once a
+ * PURGE_DELAY_MS > 0 and, with PURGE_THREAD=auto, only once the process
+ * has a second thread (see wanted()).  It leaves when it is the last
+ * thread of the process.  It sleeps on a futex while nothing is pending (waking once a
  * second to look for that) and runs a pass every PURGE_DELAY_MS while
  * something is.  All signals are blocked in it, so signals meant for
  * the program (the statistics dump included) go to the program's own
@@ -42,14 +42,11 @@ static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
     syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
 }
 
-/* Whether this is the only live thread left in the process.  A process
- * lives while any thread does, so when the program's last thread has gone
- * the purger must go too.  /proc/self/stat gives the thread count (field
- * 20) and the main thread's state (field 3): a main thread that ended with
- * pthread_exit stays counted, as a zombie, until the process ends. */
-/* The process's live threads, from /proc/self/stat (a main thread that
- * called pthread_exit stays listed as a zombie and does not count);
- * -1 if it cannot be read. */
+/* The process's live threads, from /proc/self/stat: the thread count
+ * (field 20), less a main thread that ended with pthread_exit (field 3
+ * says zombie: it stays counted until the process ends); -1 if it cannot
+ * be read.  A process lives while any thread does, so when the program's
+ * last thread has gone the purger must go too. */
 static long live_threads(void)
 {
     char buf[512];
@@ -144,7 +141,10 @@ static void *purger_main(void *arg)
         if (alone_soon()) {
             /* Leave; a slow path that finds work starts a purger again. */
             shoal_purge_set_background(false);
-            atomic_store(&state, PURGER_NONE);
+            /* Release: a slow path that starts the next purger after
+             * reading NONE (its CAS acquires) finds this one's last
+             * pass done. */
+            atomic_store_explicit(&state, PURGER_NONE, memory_order_release);
             return NULL;
         }
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
@@ -162,9 +162,6 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
-/* PURGE_THREAD=auto starts the purger only in a process that has had two
- * threads allocating: a single-threaded program stays single-threaded
- * (unshare(CLONE_NEWUSER), for one, refuses a multi-threaded process). */
 /* In auto mode the purger may start once the process has a second
  * thread: one that allocated (a second heap), or any other - a server
  * whose helper threads never allocate, like redis's, must not keep its
@@ -201,7 +198,9 @@ void shoal_purger_start(void)
     int none = PURGER_NONE;
     if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_NONE ||
         shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() || !wanted() ||
-        !atomic_compare_exchange_strong(&state, &none, PURGER_RUNNING))
+        /* Acquire: pairs with a leaving purger's release (above). */
+        !atomic_compare_exchange_strong_explicit(&state, &none, PURGER_RUNNING,
+                                                 memory_order_acquire, memory_order_relaxed))
         return;
     pthread_attr_t attr;
     sigset_t all, old;
@@ -212,7 +211,8 @@ void shoal_purger_start(void)
     pthread_attr_setstacksize(&attr, 64 * 1024);
     pthread_sigmask(SIG_SETMASK, &all, &old);           /* the thread inherits it */
     if (pthread_create(&t, &attr, purger_main, NULL) != 0)
-        atomic_store(&state, PURGER_FAILED);            /* slow paths still purge */
+        /* Relaxed: nothing is published; slow paths still purge. */
+        atomic_store_explicit(&state, PURGER_FAILED, memory_order_relaxed);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
 }
@@ -240,6 +240,6 @@ void shoal_purger_init(void)
 void shoal_purger_fork_child(void)
 {
     /* The thread did not come with the fork; start another when needed. */
-    atomic_store(&state, PURGER_NONE);
+    atomic_store_explicit(&state, PURGER_NONE, memory_order_relaxed);    /* one thread here */
     shoal_purge_set_background(false);
 }

@@ -1,11 +1,12 @@
-/* heap.c - per-thread heaps: page queues, full pages, parking,
- * dismantling and adoption (docs/design.md, "The life cycle of pages and
- * heaps").  Blocks that other threads free come back through the heap's
+/* heap.c - per-thread heaps: finding a page, parking, dismantling,
+ * the orphanage and adoption (docs/design.md, "The life cycle of pages
+ * and heaps"); the queues themselves are page_queue.c's.  Blocks that other threads free come back through the heap's
  * inbox (remote.c); every function here that touches a heap's pages is
  * called by that heap's holder (heap.h).
  */
 #include "heap.h"
 #include "large_cache.h"
+#include "page_queue.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -66,7 +67,6 @@ static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
 static _Atomic int init_state;          /* enum shoal_once */
 
 static void thread_exit(void *arg);
-static void direct_init(void);
 
 static void (*_Atomic grew_hook)(void);
 static void (*_Atomic fork_child_hook)(void);
@@ -106,7 +106,7 @@ void shoal_process_init(void)
     if (shoal_once_begin(&init_state, false)) {
         shoal_options_init();
         shoal_page_secret_init();
-        direct_init();
+        shoal_queue_init();
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
@@ -116,115 +116,6 @@ void shoal_process_init(void)
     }
     while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
         sched_yield();
-}
-
-/* ---- queues ----------------------------------------------------------- */
-
-/* pg heads class c's queue now: in pages[] and in the direct entries of
- * the requests that take class c (none for a class that CACHELINE_ALIGN
- * keeps out of the fast path; the option cannot change once a page
- * exists). */
-static uint8_t direct_lo[2][SHOAL_CLASSES], direct_hi[2][SHOAL_CLASSES];
-
-static void direct_init(void)
-{
-    for (unsigned m = 0; m < 2; m++) {
-        for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-            size_t lo, hi;
-            shoal_direct_range(c, m != 0, &lo, &hi);
-            direct_lo[m][c] = (uint8_t)(lo < hi + 1 ? lo : 1);
-            direct_hi[m][c] = (uint8_t)(lo < hi + 1 ? hi : 0);
-        }
-    }
-}
-
-static void set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
-{
-    unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;
-    h->pages[c] = pg;
-    for (unsigned i = direct_lo[m][c]; i <= direct_hi[m][c]; i++)
-        h->direct[i] = pg;
-}
-
-static void queue_remove(shoal_heap_t *h, shoal_page_t *pg)
-{
-    unsigned c = pg->size_class;
-    if (pg->prev != NULL)
-        pg->prev->next = pg->next;
-    else
-        set_head(h, c, pg->next != NULL ? pg->next : &shoal_empty_page);
-    if (pg->next != NULL)
-        pg->next->prev = pg->prev;
-    else
-        h->last[c] = pg->prev;
-    pg->next = pg->prev = NULL;
-}
-
-static void queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
-{
-    unsigned c = pg->size_class;
-    shoal_page_t *first = h->pages[c];
-    pg->prev = NULL;
-    if (first == &shoal_empty_page) {
-        pg->next = NULL;
-        h->last[c] = pg;
-    } else {
-        pg->next = first;
-        first->prev = pg;
-    }
-    set_head(h, c, pg);
-}
-
-static void queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
-{
-    unsigned c = pg->size_class;
-    shoal_page_t *last = h->last[c];
-    pg->next = NULL;
-    pg->prev = last;
-    if (last == NULL)
-        set_head(h, c, pg);
-    else
-        last->next = pg;
-    h->last[c] = pg;
-}
-
-static void full_push(shoal_heap_t *h, shoal_page_t *pg)
-{
-    pg->prev = NULL;
-    pg->next = h->full;
-    if (h->full != NULL)
-        h->full->prev = pg;
-    h->full = pg;
-    shoal_page_set_owner(pg, h, true);
-}
-
-static void full_remove(shoal_heap_t *h, shoal_page_t *pg)
-{
-    if (pg->prev != NULL)
-        pg->prev->next = pg->next;
-    else
-        h->full = pg->next;
-    if (pg->next != NULL)
-        pg->next->prev = pg->prev;
-    pg->next = pg->prev = NULL;
-    shoal_page_set_owner(pg, h, false);
-}
-
-/* A full page got a block back.  It joins the back of its queue: the head
- * keeps serving mallocs, and a head page that empties stays only while
- * it is the head, so pushing in front of it would strand it. */
-static void unfull(shoal_heap_t *h, shoal_page_t *pg)
-{
-    full_remove(h, pg);
-    queue_push_back(h, pg);
-}
-
-/* A page with no free block leaves its queue: nothing looks at it again
- * until a block comes back (page_freed). */
-static void mark_full(shoal_heap_t *h, shoal_page_t *pg)
-{
-    queue_remove(h, pg);
-    full_push(h, pg);
 }
 
 /* ---- blocks freed by other threads ------------------------------------ */
@@ -399,14 +290,14 @@ static void retire(shoal_heap_t *h, shoal_page_t *pg)
 {
     if (h->pages[pg->size_class] == pg)
         return;
-    queue_remove(h, pg);
+    shoal_queue_remove(h, pg);
     release_page(h, pg, TO_CACHE);
 }
 
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 {
     if (shoal_page_is_full(pg))
-        unfull(h, pg);
+        shoal_queue_unfull(h, pg);
     if (pg->used == 0)
         retire(h, pg);
 }
@@ -446,14 +337,14 @@ static void orphans_give(void)
 static void orphan(shoal_page_t *pg)
 {
     shoal_page_set_owner(pg, &orphans, false);
-    queue_push_back(&orphans, pg);
+    shoal_queue_push_back(&orphans, pg);
     atomic_fetch_add_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
 }
 
 /* Move pg from the orphanage to h (holding both). */
 static void take_orphan(shoal_heap_t *h, shoal_page_t *pg)
 {
-    queue_remove(&orphans, pg);
+    shoal_queue_remove(&orphans, pg);
     atomic_fetch_sub_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
     /* Release, paired with free's acquire load: a thread that frees a
      * block of pg (which it may hold since long before h existed) and
@@ -486,10 +377,10 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
         n++;
         if (pg->free != NULL ||
             atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved) {
-            queue_push_front(h, pg);
+            shoal_queue_push_front(h, pg);
             break;
         }
-        queue_push_back(h, pg);
+        shoal_queue_push_back(h, pg);
     }
     orphans_give();
     shoal_count(&h->stats.pages_adopted, n);
@@ -514,7 +405,7 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
         else if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
             carvable = carvable != NULL ? carvable : pg;
         else
-            mark_full(h, pg);
+            shoal_queue_mark_full(h, pg);
         pg = next;
     }
     if (found == NULL && carvable != NULL) {
@@ -522,8 +413,8 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
         found = carvable;
     }
     if (found != NULL && h->pages[cls] != found) {
-        queue_remove(h, found);
-        queue_push_front(h, found);
+        shoal_queue_remove(h, found);
+        shoal_queue_push_front(h, found);
     }
     return found;
 }
@@ -542,7 +433,7 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
     shoal_count(&h->stats.pages[cls], 1);
     shoal_page_set_owner(pg, h, false);
     shoal_page_extend(pg);
-    queue_push_front(h, pg);
+    shoal_queue_push_front(h, pg);
     return pg;
 }
 
@@ -581,7 +472,7 @@ static void sweep_idle(shoal_heap_t *h)
             if (!page_unused(pg)) {
                 pg->idle_sweeps = 0;
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
-                queue_remove(h, pg);
+                shoal_queue_remove(h, pg);
                 release_page(h, pg, TO_POOL);
             }
         }
@@ -645,7 +536,7 @@ static shoal_heap_t *heap_new(void)
     /* Fresh memory is zero; only the queue heads and the inbox need
      * values. */
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
-        set_head(h, c, &shoal_empty_page);
+        shoal_queue_set_head(h, c, &shoal_empty_page);
     shoal_inbox_init(&h->inbox);
     h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
                                SHOAL_OUTBOX_SLOTS);
@@ -684,7 +575,7 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         while (h->pages[c] != &shoal_empty_page) {
             shoal_page_t *pg = h->pages[c];
-            queue_remove(h, pg);
+            shoal_queue_remove(h, pg);
             shoal_page_collect(pg);
             if (page_unused(pg))
                 release_page(h, pg, TO_POOL_IDLE);
@@ -694,7 +585,7 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
     }
     while (h->full != NULL) {
         shoal_page_t *pg = h->full;
-        full_remove(h, pg);
+        shoal_full_remove(h, pg);
         orphan(pg);
     }
     orphans_give();
@@ -796,7 +687,7 @@ static size_t reclaim_orphans(bool force)
             shoal_page_collect(pg);
             if (!page_unused(pg))
                 continue;
-            queue_remove(&orphans, pg);
+            shoal_queue_remove(&orphans, pg);
             atomic_fetch_sub_explicit(&orphaned[c], 1, memory_order_relaxed);
             /* No shoal_purge_note_free: this runs at the start of a pass,
              * which sees the slots and comes back for them. */
@@ -861,7 +752,7 @@ void shoal_heap_collect(void)
             shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
             if (page_unused(pg)) {
-                queue_remove(h, pg);
+                shoal_queue_remove(h, pg);
                 release_page(h, pg, TO_POOL);
             }
             pg = next;

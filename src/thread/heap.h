@@ -1,12 +1,9 @@
 /* heap.h - per-thread heaps.
  *
- * A heap owns pages.  For each size class it keeps a queue of pages that
- * may have free blocks; pages[c] is the queue's head, the page the malloc
- * fast path pops from (a static empty page when the queue is empty, so
- * the fast path needs no NULL test), also found, for requests up to
- * 1 KiB, in the direct table by request size.  Pages with no free block move to a
- * full list so they cost nothing until a block comes back, from a local
- * free or through the heap's inbox (remote.h).
+ * A heap owns pages: a queue of them per size class and a full list
+ * (page_queue.h), the queue heads being what the malloc fast path pops
+ * from.  Blocks come back from a local free or through the heap's inbox
+ * (remote.h).
  *
  * A heap has one holder at a time: the thread that owns it, or whoever
  * popped it from the stack of parked heaps (the next thread, or a purge

@@ -1,0 +1,108 @@
+/* page_queue.c - a heap's queues of pages, one per size class, its full
+ * list, and the direct table that leads malloc to each queue's head
+ * (page_queue.h). */
+#include "page_queue.h"
+
+#include "../core/options.h"
+
+/* The direct entries [lo, hi] of each class, for CACHELINE_ALIGN off
+ * and on (an empty range is 1..0): shoal_direct_range's, once. */
+static uint8_t direct_lo[2][SHOAL_CLASSES], direct_hi[2][SHOAL_CLASSES];
+
+void shoal_queue_init(void)
+{
+    for (unsigned m = 0; m < 2; m++) {
+        for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+            size_t lo, hi;
+            shoal_direct_range(c, m != 0, &lo, &hi);
+            direct_lo[m][c] = (uint8_t)(lo < hi + 1 ? lo : 1);
+            direct_hi[m][c] = (uint8_t)(lo < hi + 1 ? hi : 0);
+        }
+    }
+}
+
+void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
+{
+    /* The option cannot change once a page exists (EBUSY). */
+    unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;
+    h->pages[c] = pg;
+    for (unsigned i = direct_lo[m][c]; i <= direct_hi[m][c]; i++)
+        h->direct[i] = pg;
+}
+
+void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    if (pg->prev != NULL)
+        pg->prev->next = pg->next;
+    else
+        shoal_queue_set_head(h, c, pg->next != NULL ? pg->next : &shoal_empty_page);
+    if (pg->next != NULL)
+        pg->next->prev = pg->prev;
+    else
+        h->last[c] = pg->prev;
+    pg->next = pg->prev = NULL;
+}
+
+void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *first = h->pages[c];
+    pg->prev = NULL;
+    if (first == &shoal_empty_page) {
+        pg->next = NULL;
+        h->last[c] = pg;
+    } else {
+        pg->next = first;
+        first->prev = pg;
+    }
+    shoal_queue_set_head(h, c, pg);
+}
+
+void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *last = h->last[c];
+    pg->next = NULL;
+    pg->prev = last;
+    if (last == NULL)
+        shoal_queue_set_head(h, c, pg);
+    else
+        last->next = pg;
+    h->last[c] = pg;
+}
+
+void shoal_full_push(shoal_heap_t *h, shoal_page_t *pg)
+{
+    pg->prev = NULL;
+    pg->next = h->full;
+    if (h->full != NULL)
+        h->full->prev = pg;
+    h->full = pg;
+    shoal_page_set_owner(pg, h, true);
+}
+
+void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg)
+{
+    if (pg->prev != NULL)
+        pg->prev->next = pg->next;
+    else
+        h->full = pg->next;
+    if (pg->next != NULL)
+        pg->next->prev = pg->prev;
+    pg->next = pg->prev = NULL;
+    shoal_page_set_owner(pg, h, false);
+}
+
+void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg)
+{
+    shoal_full_remove(h, pg);
+    shoal_queue_push_back(h, pg);
+}
+
+void shoal_queue_mark_full(shoal_heap_t *h, shoal_page_t *pg)
+{
+    shoal_queue_remove(h, pg);
+    shoal_full_push(h, pg);
+}
+

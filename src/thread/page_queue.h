@@ -1,0 +1,41 @@
+/* page_queue.h - a heap's queues of pages and its full list.
+ *
+ * For each size class a heap keeps a doubly linked queue of pages that
+ * may have free blocks; its head, pages[c], is the page the malloc fast
+ * path pops from (the static empty page when the queue is empty), also
+ * found by request size in the heap's direct table up to 1 KiB.  Pages
+ * with no free block wait on the full list, their owner word marked
+ * (page.h), until a block comes back.  Only the heap's holder calls
+ * these.
+ */
+#ifndef SHOAL_PAGE_QUEUE_H
+#define SHOAL_PAGE_QUEUE_H
+
+#include "heap.h"
+
+/* Build the direct tables' ranges (start-up, before any heap). */
+void shoal_queue_init(void);
+
+/* pg heads class c's queue now: in pages[] and in the direct entries of
+ * the requests that take class c (none for a class that CACHELINE_ALIGN
+ * keeps out of the fast path). */
+void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg);
+
+void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg);
+void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg);
+void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg);
+
+/* On and off the full list (the owner word's mark with it). */
+void shoal_full_push(shoal_heap_t *h, shoal_page_t *pg);
+void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg);
+
+/* A full page got a block back.  It joins the back of its queue: the
+ * head keeps serving mallocs, and a head page that empties stays only
+ * while it is the head, so pushing in front of it would strand it. */
+void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg);
+
+/* A page with no free block leaves its queue: nothing looks at it again
+ * until a block comes back (shoal_heap_page_freed). */
+void shoal_queue_mark_full(shoal_heap_t *h, shoal_page_t *pg);
+
+#endif

@@ -12,6 +12,7 @@
  */
 #include <pthread.h>
 #include <sys/single_threaded.h>
+#include "fork.h"
 #include "heap.h"
 #include "../core/huge.h"
 #include "../core/pool.h"

@@ -5,6 +5,7 @@
  * called by that heap's holder (heap.h).
  */
 #include "heap.h"
+#include "fork.h"
 #include "large_cache.h"
 #include "page_queue.h"
 

@@ -26,6 +26,7 @@
 #include "../core/huge.h"
 #include "../core/pool.h"
 #include "../core/size_class.h"
+#include "purger.h"
 #include "remote.h"
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
@@ -124,20 +125,9 @@ void shoal_heap_grew(void);
  * the first allocation does it, and so may anything else that needs it. */
 void shoal_process_init(void);
 
-/* The background purger (purger.c): init registers its wake-up with the
- * purge clock; start runs it if memory is waiting and it is not running
- * (cheap when it is); fork_child forgets the thread the child lacks. */
-void shoal_purger_init(void);
-void shoal_purger_start(void);
-void shoal_purger_thread_exiting(void);     /* it may soon be alone: look */
-void shoal_purger_fork_child(void);
-
 /* Heaps ever taken by threads of this process (a fork child counts from
  * its one thread). */
 size_t shoal_heap_created(void);
-
-/* Register the fork handlers (fork.c); called once at start-up. */
-void shoal_fork_init(void);
 
 /* fork(): hold the heap layer's lock across it; in the child, also
  * undo what threads that do not exist there left half done (`locked`:

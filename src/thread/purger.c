@@ -15,6 +15,7 @@
  * threads.
  */
 #define _GNU_SOURCE
+#include "purger.h"
 #include "heap.h"
 
 #include <fcntl.h>

@@ -1,0 +1,21 @@
+/* purger.h - the background purger (purger.c): a thread that runs purge
+ * passes while the process idles, so freed memory goes back to the OS
+ * without a call into the allocator. */
+#ifndef SHOAL_PURGER_H
+#define SHOAL_PURGER_H
+
+/* Register the purger's wake-up and the heaps' reclaimer with the purge
+ * clock (start-up). */
+void shoal_purger_init(void);
+
+/* Start the purger if memory is waiting, it is wanted and not running;
+ * a load or two when it runs. */
+void shoal_purger_start(void);
+
+/* A thread is exiting: the purger may soon be alone, and looks. */
+void shoal_purger_thread_exiting(void);
+
+/* In a fork child: the purger thread did not come along. */
+void shoal_purger_fork_child(void);
+
+#endif

@@ -119,10 +119,11 @@ bool shoal_size_matches(size_t usable, size_t n, size_t align)
     switch (shoal_tier_of(n, align, &c)) {
     case SHOAL_TIER_PAGE:
         /* The class of the size, or a larger one that realloc kept when
-         * it shrank the block in place (it does while n > half; only a
-         * block of the natural alignment is ever realloc'd). */
+         * it shrank the block in place (only a block of the natural
+         * alignment is ever realloc'd). */
         return usable <= SHOAL_MEDIUM_MAX &&
-               (shoal_class_size(c) == usable || (natural && n > usable / 2));
+               (shoal_class_size(c) == usable ||
+                (natural && shoal_fits_without_waste(usable, n)));
     case SHOAL_TIER_LARGE:
         /* realloc resizes a large block in place to any order */
         return natural || (SHOAL_SLOT_SIZE << c) == usable;

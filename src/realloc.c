@@ -16,7 +16,7 @@ static void *resize_in_place(void *p, size_t old, size_t n)
     shoal_ptr_t c = shoal_classify(p);
     enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
     if (c.kind == SHOAL_PTR_BLOCK)
-        return n <= old && n > old / 2 ? p : NULL;
+        return shoal_fits_without_waste(old, n) ? p : NULL;
     if (c.kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
         return shoal_heap_large_resize(c.pg, n);
     if (c.kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE)

@@ -45,14 +45,8 @@ static char report_buf[32768];                  /* guarded by `dumping` */
 static size_t read_resident(void)
 {
     char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (shoal_os_read_small_file("/proc/self/statm", buf, sizeof buf) < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     const char *s = buf;
     while (*s != ' ' && *s != '\0')     /* skip the total size */
         s++;

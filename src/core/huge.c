@@ -120,7 +120,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
     shoal_lock(&cache_lock);
     add(&requests, 1, NULL);
     for (unsigned i = 0; i < cached; i++) {
-        if (cache[i].size < need || cache[i].size / 2 > need ||
+        if (!shoal_fits_without_waste(cache[i].size, need) ||
             ((uintptr_t)cache[i].base & (align - 1)) != 0)
             continue;
         if (best < 0 || cache[i].size < cache[best].size)
@@ -297,7 +297,7 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
     if (n > size)
         return NULL;            /* also an empty slot (0), and no overflow below */
     size_t need = shoal_align_up(user_offset(SHOAL_ALIGN) + n, SHOAL_SLOT_SIZE);
-    if (size < need || size / 2 > need)
+    if (!shoal_fits_without_waste(size, need))
         return NULL;
     uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
@@ -417,7 +417,7 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
     size_t old = h->map_size;
     char *old_base = h->base;   /* h lives in the mapping: gone once it moves */
-    if (size == old || (size < old && size > old / 2))
+    if (shoal_fits_without_waste(old, size))
         return h->user;
     /* The account holds the larger of the two sizes while the mapping
      * changes, and the new size after. */

@@ -56,4 +56,13 @@ static inline int shoal_is_pow2(size_t a)
     return a != 0 && (a & (a - 1)) == 0;
 }
 
+/* The one rule for serving `want` bytes from a block or mapping of `have`:
+ * it holds them and wastes less than half.  realloc resizes in place by
+ * it (so free_sized accepts what it kept), and the huge caches reuse a
+ * mapping by it. */
+static inline int shoal_fits_without_waste(size_t have, size_t want)
+{
+    return want <= have && want > have / 2;
+}
+
 #endif

@@ -3,6 +3,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -97,6 +98,19 @@ void shoal_os_huge_hint(void *addr, size_t size)
     int saved = errno;
     (void)madvise(addr, size, MADV_HUGEPAGE);
     errno = saved;
+}
+
+long shoal_os_read_small_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return (long)n;
 }
 
 uint64_t shoal_os_now_ms(void)

@@ -35,6 +35,10 @@ void shoal_os_prefault(void *addr, size_t size);
 /* Ask for transparent huge pages on a range (HUGE_PAGES=1).  Best effort. */
 void shoal_os_huge_hint(void *addr, size_t size);
 
+/* Read a small file (a /proc one) whole into buf, NUL-terminated: its
+ * length, or -1.  No allocation; async-signal-safe. */
+long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
+
 /* Monotonic milliseconds, cheap (coarse clock). */
 uint64_t shoal_os_now_ms(void);
 

@@ -18,7 +18,6 @@
 #include "purger.h"
 #include "heap.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,14 +50,8 @@ static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
 static long live_threads(void)
 {
     char buf[512];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (shoal_os_read_small_file("/proc/self/stat", buf, sizeof buf) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     const char *p = strrchr(buf, ')');      /* the name may hold spaces */
     if (p == NULL || p[1] == '\0')
         return -1;

@@ -965,6 +965,40 @@ static void test_huge_slot(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
 }
 
+/* A thread that never allocated frees huge, large and small blocks
+ * another thread made: its first call into shoal, with no heap (so no
+ * huge slot or large cache of its own yet).  Each block's contents are
+ * checked before the free, and every block leaves the live figures. */
+static char *heapless_blocks[3];
+static const size_t heapless_sizes[3] = { 8 * MiB, 300 * KiB, 100 };
+
+static void *free_without_heap(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3; i++) {
+        assert_pattern(heapless_blocks[i], heapless_sizes[i], (uint64_t)i + 40);
+        alloc_free(heapless_blocks[i]);
+    }
+    return NULL;
+}
+
+static void test_free_by_thread_without_heap(void **state)
+{
+    (void)state;
+    alloc_stats_t a = stats();
+    for (int i = 0; i < 3; i++) {
+        heapless_blocks[i] = alloc_malloc(heapless_sizes[i]);
+        assert_non_null(heapless_blocks[i]);
+        fill_pat(heapless_blocks[i], heapless_sizes[i], (uint64_t)i + 40);
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, free_without_heap, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    alloc_stats_t b = stats();
+    assert_int_equal(b.huge_live, a.huge_live);
+    assert_int_equal(b.large_live, a.large_live);
+}
+
 /* The same huge size allocated and freed again and again reuses the one
  * cached mapping: no new mappings, the same address. */
 static void test_huge_cache_reuse(void **state)
@@ -1240,6 +1274,7 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
         cmocka_unit_test(test_huge_slot),
+        cmocka_unit_test(test_free_by_thread_without_heap),
         cmocka_unit_test(test_free_sized),
         cmocka_unit_test(test_free_sized_after_realloc),
         cmocka_unit_test(test_collect_returns_memory),

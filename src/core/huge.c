@@ -314,6 +314,8 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
         return false;
     char *base = h->base;
     uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
+    if (old == SHOAL_HUGE_SLOT_CLOSED)
+        return false;
     atomic_store_explicit(&s->size, h->map_size, memory_order_relaxed);
     unlink_block(h);
     s->puts++;
@@ -335,6 +337,8 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
 
 void shoal_huge_slot_drain(shoal_huge_slot_t *s)
 {
+    if (atomic_load_explicit(&s->map, memory_order_relaxed) == SHOAL_HUGE_SLOT_CLOSED)
+        return;
     uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w != 0)
@@ -344,7 +348,8 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s)
 size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
 {
     uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
-    if (w == 0 || (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
+    if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED ||
+        (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
         return 0;
     if (!force && (w & 1) == 0) {
         /* Marked for the next pass.  Relaxed: the mark carries nothing,
@@ -372,7 +377,7 @@ size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
 
 bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 {
-    /* In integers: the empty heap's slot holds 1, no mapping. */
+    /* In integers: a closed slot's word is no mapping's. */
     uintptr_t base = atomic_load_explicit(&s->map, memory_order_relaxed) &
                      ~(uintptr_t)(SHOAL_SP_SIZE - 1);
     return base != 0 && base + user_offset(SHOAL_ALIGN) == (uintptr_t)p;
@@ -381,7 +386,8 @@ bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)
 {
     st->requests += shoal_counter_read(&s->requests);
-    if (atomic_load_explicit(&s->map, memory_order_acquire) == 0)
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_acquire);
+    if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED)
         return;
     size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
     unsigned bin = bin_of(size);

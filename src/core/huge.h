@@ -34,6 +34,10 @@ void *shoal_huge_alloc(size_t size, size_t align, bool zero);
  * thread's mapping goes back to the OS after one to two purge delays
  * (at once with PURGE_DELAY_MS 0, never with -1).  The statistics count
  * it as cached, and its exact peaks (live_peak, bins) as live. */
+/* The `map` of a slot that takes nothing: the empty heap's, which every
+ * thread without a heap shares. */
+#define SHOAL_HUGE_SLOT_CLOSED ((uintptr_t)1)
+
 typedef struct shoal_huge_slot_s {
     /* The mapping's base (4 MiB-aligned), a count of puts in the bits
      * below 4 MiB so that a pass's mark cannot land on a later put of
@@ -50,8 +54,8 @@ typedef struct shoal_huge_slot_s {
 void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero);
 
 /* free of h into the slot (its holder), the mapping there before going
- * to the shared cache: false, and nothing done, if h was laid out for a
- * large alignment or purging is immediate. */
+ * to the shared cache: false, and nothing done, if the slot is closed,
+ * h was laid out for a large alignment or purging is immediate. */
 bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h);
 
 /* The holder empties the slot into the shared cache (thread exit, and

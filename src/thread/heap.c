@@ -22,7 +22,7 @@ shoal_heap_t shoal_empty_heap = {
     .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
     .large_cached_slots = SHOAL_LARGE_CACHE_SLOTS + 1,  /* full: it keeps nothing */
-    .huge_slot = { .map = 1 },                          /* taken: likewise */
+    .huge_slot = { .map = SHOAL_HUGE_SLOT_CLOSED },     /* likewise */
 };
 __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) =
     &shoal_empty_heap;

@@ -85,24 +85,29 @@ __attribute__((noinline, cold)) void shoal_ptr_fault(const void *p, const shoal_
     }
 }
 
-size_t shoal_usable_or_fault(const void *p, const char *fn)
+size_t shoal_usable(const void *p, const shoal_ptr_t *c, const char *fn)
 {
-    shoal_ptr_t c = shoal_classify(p);
-    switch (c.kind) {
+    switch (c->kind) {
     case SHOAL_PTR_BLOCK:
-        if (shoal_block_is_live(c.pg, p))
-            return c.pg->block_size;
+        if (shoal_block_is_live(c->pg, p))
+            return c->pg->block_size;
         break;
     case SHOAL_PTR_LARGE:
-        return shoal_large_usable(c.pg);
+        return shoal_large_usable(c->pg);
     case SHOAL_PTR_HUGE:
-        return c.huge->usable;
+        return c->huge->usable;
     case SHOAL_PTR_NULL:
     case SHOAL_PTR_BAD:
         break;
     }
-    shoal_ptr_fault(p, &c, fn);
+    shoal_ptr_fault(p, c, fn);
     return 0;
+}
+
+size_t shoal_usable_or_fault(const void *p, const char *fn)
+{
+    shoal_ptr_t c = shoal_classify(p);
+    return shoal_usable(p, &c, fn);
 }
 
 size_t alloc_usable_size(const void *p)

@@ -60,8 +60,9 @@ shoal_ptr_t shoal_classify(const void *p);
 void shoal_ptr_fault(const void *p, const shoal_ptr_t *c, const char *fn);
 
 /* The usable size of a live block, or 0 after reporting p if it is not
- * one. */
+ * one; shoal_usable for a p already classified as c. */
 size_t shoal_usable_or_fault(const void *p, const char *fn);
+size_t shoal_usable(const void *p, const shoal_ptr_t *c, const char *fn);
 
 /* Could a request of n bytes at this alignment have made a block of
  * `usable` bytes (free_sized's check)? */

@@ -29,7 +29,7 @@ static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_pag
 static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
 {
     /* Read before the stores to b, which may alias pg as far as the
-     * compiler knows (mark and key are one load: the mark is the key). */
+     * compiler knows. */
     uintptr_t key = pg->key, mark = shoal_freed_mark(pg);
     if (shoal_unlikely(b->freed == mark)) {
         shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL };
@@ -57,6 +57,25 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
     shoal_heap_remote_free(pg, b, h, owner);
 }
 
+/* A huge block the thread's slot refused: to the shared cache. */
+static __attribute__((noinline)) void huge_free_shared(shoal_huge_t *h)
+{
+    shoal_huge_free(h);
+    shoal_purger_start();
+}
+
+/* A huge block goes into this thread's huge slot, the mapping there
+ * before it to the shared cache, or (the slot refuses) to the cache.
+ * Both ends are tail calls: no frame. */
+static void huge_free(shoal_huge_t *h)
+{
+    if (!shoal_huge_slot_put(&shoal_heap_of_thread()->huge_slot, h)) {
+        huge_free_shared(h);
+        return;
+    }
+    shoal_purger_start();               /* a load when it runs: it will come for it */
+}
+
 /* The rest of free: blocks in a later slot of a multi-slot page, large
  * and huge blocks the thread's caches have no room for, NULL and bad
  * pointers. */
@@ -73,9 +92,7 @@ static __attribute__((noinline, cold)) void free_rare(void *p)
         shoal_heap_large_free(c.pg);
         return;
     case SHOAL_PTR_HUGE:
-        if (!shoal_huge_slot_put(&shoal_heap_of_thread()->huge_slot, c.huge))
-            shoal_huge_free(c.huge);
-        shoal_purger_start();
+        huge_free(c.huge);
         return;
     case SHOAL_PTR_BAD:
         break;
@@ -83,12 +100,12 @@ static __attribute__((noinline, cold)) void free_rare(void *p)
     shoal_ptr_fault(p, &c, "free");
 }
 
-/* A huge block goes into this thread's huge slot. */
+/* A pointer in a chunk where a huge block starts: that block, or rare. */
 static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k)
 {
     shoal_huge_t *h = shoal_huge_of(p, k);
-    if (h != NULL && shoal_huge_slot_put(&shoal_tl_heap->huge_slot, h)) {
-        shoal_purger_start();           /* a load when it runs: it will come for it */
+    if (h != NULL) {
+        huge_free(h);
         return;
     }
     free_rare(p);

@@ -10,17 +10,16 @@
 /* In place if the block allows: a page block kept while it wastes less
  * than half (free_sized knows), a large or huge block that can shrink or
  * grow where it is.  NULL if it must move. */
-static void *resize_in_place(void *p, size_t old, size_t n)
+static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n)
 {
-    unsigned order;
-    shoal_ptr_t c = shoal_classify(p);
-    enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
-    if (c.kind == SHOAL_PTR_BLOCK)
+    if (c->kind == SHOAL_PTR_BLOCK)
         return shoal_fits_without_waste(old, n) ? p : NULL;
-    if (c.kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
-        return shoal_heap_large_resize(c.pg, n);
-    if (c.kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE)
-        return shoal_huge_realloc(c.huge, n);
+    unsigned order;
+    enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
+    if (c->kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
+        return shoal_heap_large_resize(c->pg, n);
+    if (c->kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE)
+        return shoal_huge_realloc(c->huge, n);
     return NULL;
 }
 
@@ -30,11 +29,12 @@ void *alloc_realloc(void *p, size_t n)
         return alloc_malloc(n);
     if (n > SHOAL_MAX_REQUEST)
         return shoal_too_big();
-    size_t old = shoal_usable_or_fault(p, "realloc");
+    shoal_ptr_t c = shoal_classify(p);
+    size_t old = shoal_usable(p, &c, "realloc");
     if (old == 0)
         return NULL;
     int saved = errno;
-    void *q = resize_in_place(p, old, n);
+    void *q = resize_in_place(p, &c, old, n);
     errno = saved;
     if (q != NULL)
         return q;

@@ -291,6 +291,12 @@ static char *slot_base(uintptr_t w)
     return (char *)(w & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
 }
 
+/* The size of the mapping a slot's word names, from its header. */
+static size_t slot_size(uintptr_t w)
+{
+    return ((shoal_huge_t *)slot_base(w))->map_size;
+}
+
 void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
 {
     size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
@@ -329,7 +335,7 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
          * cache (unless a pass took it meanwhile). */
         old = atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
         if (old != 0)
-            retire(slot_base(old), ((shoal_huge_t *)slot_base(old))->map_size);
+            retire(slot_base(old), slot_size(old));
     }
     shoal_purge_note_waiting();         /* a pass will come for it */
     return true;
@@ -342,15 +348,15 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s)
     uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w != 0)
-        retire(slot_base(w), ((shoal_huge_t *)slot_base(w))->map_size);
+        retire(slot_base(w), slot_size(w));
 }
 
-size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
+void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
 {
     uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
     if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED ||
         (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
-        return 0;
+        return;
     if (!force && (w & 1) == 0) {
         /* Marked for the next pass.  Relaxed: the mark carries nothing,
          * and a failure means the holder took the mapping or put another
@@ -358,21 +364,19 @@ size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
         atomic_compare_exchange_strong_explicit(&s->map, &w, w | 1, memory_order_relaxed,
                                                 memory_order_relaxed);
         (*waiting)++;
-        return 0;
+        return;
     }
     /* Acquire, paired with the put's release: the header is whole. */
     if (!atomic_compare_exchange_strong_explicit(&s->map, &w, 0, memory_order_acquire,
                                                  memory_order_relaxed)) {
         (*waiting)++;
-        return 0;
+        return;
     }
-    char *base = slot_base(w);
-    size_t size = ((shoal_huge_t *)base)->map_size;
+    size_t size = slot_size(w);
     shoal_lock(&cache_lock);
     count_live(-1, size);
     shoal_unlock(&cache_lock);
-    unmap(base, size);
-    return size;
+    unmap(slot_base(w), size);
 }
 
 bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)

@@ -63,9 +63,9 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h);
 void shoal_huge_slot_drain(shoal_huge_slot_t *s);
 
 /* A purge pass (any thread): unmap a mapping the previous pass marked (any
- * with `force`), mark one it has not.  Returns the bytes unmapped, and
- * adds 1 to *waiting for a mapping left for the next pass. */
-size_t shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
+ * with `force`), mark one it has not; adds 1 to *waiting for a mapping
+ * left for the next pass. */
+void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
 
 /* Whether p was the block of the mapping in the slot (the holder, for
  * naming a double free). */

@@ -138,17 +138,14 @@ static void receive(shoal_heap_t *h)
     shoal_remote_receive(h, page_event);
 }
 
-shoal_heap_t *shoal_heap_of_thread(void)
+__attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
 {
-    shoal_heap_t *h = shoal_tl_heap;
-    if (h == &shoal_empty_heap && !tl_exited) {
-        int saved = errno;      /* a free must leave errno alone */
-        h = heap_acquire();
-        errno = saved;
-        if (h == NULL)
-            h = &shoal_empty_heap;
-    }
-    return h;
+    if (tl_exited)
+        return &shoal_empty_heap;
+    int saved = errno;          /* a free must leave errno alone */
+    shoal_heap_t *h = heap_acquire();
+    errno = saved;
+    return h != NULL ? h : &shoal_empty_heap;
 }
 
 /* What remote_free does not do inline: a thread with no heap yet, a

@@ -81,8 +81,15 @@ extern __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-ex
 
 /* The calling thread's heap, made for it if it has none yet (not after
  * its exit handler ran: then, or without memory, the empty heap), for a
- * slow path that would rather use a heap's caches.  errno is kept. */
-shoal_heap_t *shoal_heap_of_thread(void);
+ * path that would rather use a heap's caches.  errno is kept.  A thread
+ * that has its heap pays one load and one compare. */
+shoal_heap_t *shoal_heap_acquire_for_thread(void);
+
+static inline shoal_heap_t *shoal_heap_of_thread(void)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    return shoal_likely(h != &shoal_empty_heap) ? h : shoal_heap_acquire_for_thread();
+}
 
 /* A page of class `cls` with a free block, at the head of the calling
  * thread's queue; creates the thread's heap on first use.  NULL with

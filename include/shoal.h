@@ -67,6 +67,9 @@ typedef enum alloc_option_e {
     ALLOC_OPTION_ON_ERROR,          /* 0 abort, 1 warn and ignore [0]       */
     ALLOC_OPTION_VERBOSE,           /* 1: say what shoal does and refuses   */
     ALLOC_OPTION_PURGE_THREAD,      /* -1 auto, 0 never, 1 always [-1]      */
+    ALLOC_OPTION_PROF,              /* 1: sample allocations: heap profiles [0] */
+    ALLOC_OPTION_PROF_SAMPLE,       /* mean bytes between samples [512 KiB] */
+    ALLOC_OPTION_PROF_LEAKS,        /* 1: profile what is live at exit [0]  */
     ALLOC_OPTION_COUNT_
 } alloc_option_t;
 
@@ -81,6 +84,13 @@ typedef enum alloc_option_e {
  * unknown option. */
 SHOAL_API int  alloc_option_set(alloc_option_t option, long value);
 SHOAL_API long alloc_option_get(alloc_option_t option);
+
+/* Heap profiles (docs/profiling.md): write the sampled blocks live now,
+ * and every stack that allocated one, in the heap-profile format that
+ * google-pprof reads, to `path`, or with NULL to the next
+ * SHOAL_PROF_PREFIX.<pid>.<seq>.heap.  0, or EINVAL while profiling is
+ * off, or the error of opening the file. */
+SHOAL_API int alloc_prof_dump(const char *path);
 
 /* The version of the library in use, "MAJOR.MINOR.PATCH". */
 SHOAL_API const char *alloc_version(void);

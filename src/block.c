@@ -12,19 +12,24 @@
 
 shoal_ptr_t shoal_classify(const void *p)
 {
-    shoal_ptr_t c = { SHOAL_PTR_BAD, NULL, NULL };
+    shoal_ptr_t c = { SHOAL_PTR_BAD, NULL, NULL, false };
     enum shoal_chunk_kind k = shoal_chunk_of(p);
     if (k == SHOAL_CHUNK_SUPERPAGE) {
         shoal_page_t *pg = shoal_span_of(p);
         c.pg = pg;
         if (pg->kind == SHOAL_SLOT_PAGE && shoal_block_is_start(pg, p))
             c.kind = SHOAL_PTR_BLOCK;
-        else if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start)
+        else if (shoal_slot_is_large(pg->kind) && p == pg->start) {
             c.kind = SHOAL_PTR_LARGE;
-    } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND) {
+            c.sampled = pg->kind == SHOAL_SLOT_LARGE_SAMPLED;
+        }
+    } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND ||
+               k == SHOAL_CHUNK_HUGE_SAMPLED) {
         c.huge = shoal_huge_of(p, k);
-        if (c.huge != NULL)
+        if (c.huge != NULL) {
             c.kind = SHOAL_PTR_HUGE;
+            c.sampled = c.huge->sampled;
+        }
     } else if (p == NULL) {
         c.kind = SHOAL_PTR_NULL;
     }
@@ -61,7 +66,7 @@ static void bad_pool_pointer(const void *p, const char *fn)
     /* A large block of order k starts at a multiple of 2^k slots. */
     for (unsigned k = 0; slot != 0 && k <= SHOAL_MAX_ORDER; k++) {
         const shoal_page_t *head = &sp->pages[slot & ~((1u << k) - 1)];
-        if (head->kind == SHOAL_SLOT_LARGE && head->order >= k &&
+        if (shoal_slot_is_large(head->kind) && head->order >= k &&
             (unsigned)(head - sp->pages) + (1u << head->order) > slot) {
             what = "pointer inside a large block, not its start";
             break;

@@ -49,6 +49,7 @@ typedef struct shoal_ptr_s {
     enum shoal_ptr_kind kind;
     shoal_page_t *pg;
     shoal_huge_t *huge;
+    bool sampled;               /* a large or huge block heap profiling sampled */
 } shoal_ptr_t;
 
 /* What p is.  Reads the chunk map before any metadata, so a pointer

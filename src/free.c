@@ -13,6 +13,7 @@
 #include "shoal.h"
 
 #include "block.h"
+#include "profile.h"
 #include "core/chunk_map.h"
 #include "core/message.h"
 #include "thread/heap.h"
@@ -32,7 +33,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
      * compiler knows. */
     uintptr_t key = pg->key, mark = shoal_freed_mark(pg);
     if (shoal_unlikely(b->freed == mark)) {
-        shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL };
+        shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL, false };
         shoal_ptr_fault(b, &c, "free");     /* a double free */
         return;
     }
@@ -77,11 +78,13 @@ static void huge_free(shoal_huge_t *h)
 }
 
 /* The rest of free: blocks in a later slot of a multi-slot page, large
- * and huge blocks the thread's caches have no room for, NULL and bad
- * pointers. */
+ * and huge blocks the thread's caches have no room for or that heap
+ * profiling sampled, NULL and bad pointers. */
 static __attribute__((noinline, cold)) void free_rare(void *p)
 {
     shoal_ptr_t c = shoal_classify(p);
+    if (c.sampled)
+        shoal_prof_unsample(p, &c);
     switch (c.kind) {
     case SHOAL_PTR_NULL:
         return;

@@ -13,35 +13,20 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
-#include "core/message.h"
+#include "profile.h"
 #include "core/purge.h"
 #include "stats.h"
 #include "thread/heap.h"
 #include "thread/large_cache.h"
+#include "thread/sampled.h"
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
-
-/* The head of a free list is not a free block of its page
- * (shoal_block_is_free): a link was overwritten.  Say so, naming the page
- * (what a wrong link decodes to says nothing); with
- * ON_ERROR=warn, take the page's lists out of service (their blocks are
- * lost to it: it keeps them counted as in use) and serve the call,
- * zeroed, from elsewhere. */
-static __attribute__((noinline, cold)) void *broken_free_list(shoal_page_t *pg)
-{
-    shoal_fault("malloc", pg->start, "free list corrupted in the page at this address: a "
-                                     "free block's link or freed mark was overwritten (an "
-                                     "overflow of the block before it, or a write after free)");
-    pg->free = pg->local_free = NULL;
-    return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
-}
+static void *free_list_stop(shoal_page_t *pg, bool zero);
 
 /* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
 static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
-    pg->free = shoal_decode(pg, b->link);
-    b->freed = 0;               /* no longer free: a free of it is not a double free */
-    pg->used++;
+    shoal_page_take(pg, b);
     shoal_count(&h->stats.allocs[pg->size_class], 1);
     return b;
 }
@@ -49,7 +34,7 @@ static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *
 static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return broken_free_list(pg);
+        return free_list_stop(pg, false);
     return page_take(h, pg, b);
 }
 
@@ -75,7 +60,7 @@ static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return broken_free_list(pg);            /* zeroed */
+        return free_list_stop(pg, true);
     bool zero = pg->free_is_zero;
     page_take(h, pg, b);
     if (!zero)
@@ -84,6 +69,41 @@ static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
     if (shoal_unlikely(n > SHOAL_OS_PAGE / 2))
         touch_pages(b, n);
     return b;
+}
+
+/* malloc found at the head of pg's free list a block that is not a free
+ * block of the page: one of heap profiling's traps (core/page.h), or a
+ * link or freed mark that was overwritten - reported, and the call
+ * served, zeroed, from elsewhere (ON_ERROR=warn).  A trap samples the
+ * allocation at hand (from the sampled heap: thread/sampled.h), or
+ * refills the list, or finds it empty. */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_page_t *pg,
+                                                                             bool zero)
+{
+    shoal_heap_t *h = shoal_tl_heap;
+    if (!shoal_page_trapped(pg)) {
+        shoal_page_broken(pg);
+        return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
+    }
+    switch (shoal_page_trap(pg)) {
+    case SHOAL_TRAP_SAMPLE: {
+        void *p = shoal_prof_sample_block(pg->size_class, zero);
+        if (p != NULL)
+            return p;
+        /* No stack to be had (a malloc inside the unwinder): the block
+         * the trap stands before, unsampled. */
+        shoal_block_t *b = shoal_page_take_trapped(pg);
+        if (b == NULL)
+            break;
+        shoal_count(&h->stats.allocs[pg->size_class], 1);
+        return zero ? memset(b, 0, pg->block_size) : b;
+    }
+    case SHOAL_TRAP_READY:
+        break;
+    case SHOAL_TRAP_EMPTY:
+        return alloc_generic(pg->block_size, SHOAL_ALIGN, zero);
+    }
+    return zero ? page_pop_zero(h, pg, pg->block_size) : page_pop(h, pg, pg->free);
 }
 
 /* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
@@ -108,29 +128,32 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
     }
     case SHOAL_TIER_LARGE:
-        return shoal_heap_large_alloc(n, align, zero);
+        return shoal_prof_after_big(shoal_heap_large_alloc(n, align, zero));
     case SHOAL_TIER_HUGE:
         break;
     }
     void *p = align <= SHOAL_ALIGN
                   ? shoal_huge_slot_take(&shoal_heap_of_thread()->huge_slot, n, zero)
                   : NULL;
-    if (p != NULL)
-        return p;
-    p = shoal_huge_alloc(n, align, zero);
-    shoal_stats_tick();         /* allocated jumps: sample the peaks */
-    return p;
+    if (p == NULL) {
+        p = shoal_huge_alloc(n, align, zero);
+        shoal_stats_tick();     /* allocated jumps: sample the peaks */
+    }
+    return shoal_prof_after_big(p);
 }
 
 /* Everything that is not a fast path: first use, empty page, aligned,
  * large and huge requests, the size check, and the purger's start.
  * With CACHELINE_ALIGN set, pages of classes that are not multiples of
  * 64 bytes are never made, so such requests always come here. */
-static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t align, bool zero)
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_generic(size_t n,
+                                                                            size_t align,
+                                                                            bool zero)
 {
     if (shoal_unlikely(n > SHOAL_MAX_REQUEST))
         return shoal_too_big();
     shoal_process_init();               /* options before the first block */
+    shoal_heap_prof_check();
     void *p = alloc_tier(n, align, zero);
     if (shoal_unlikely(p == NULL)) {
         /* At a limit (MAX_MEMORY, or the kernel's), free memory that
@@ -150,13 +173,13 @@ static __attribute__((noinline, cold)) void *alloc_generic(size_t n, size_t alig
 
 /* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail
  * call from malloc, which so keeps no frame). */
-static __attribute__((noinline)) void *alloc_huge(shoal_heap_t *h, size_t n)
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_huge(shoal_heap_t *h, size_t n)
 {
     void *p = shoal_huge_slot_take(&h->huge_slot, n, false);
     return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);
 }
 
-void *alloc_malloc(size_t n)
+SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
 {
     shoal_heap_t *h = shoal_tl_heap;
     shoal_page_t *pg;
@@ -178,7 +201,7 @@ void *alloc_malloc(size_t n)
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
 
-void *alloc_calloc(size_t count, size_t size)
+SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
 {
     size_t n;
     if (__builtin_mul_overflow(count, size, &n))
@@ -193,7 +216,7 @@ void *alloc_calloc(size_t count, size_t size)
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
 
-void *alloc_aligned(size_t align, size_t n)
+SHOAL_ALLOC_PATH void *alloc_aligned(size_t align, size_t n)
 {
     if (shoal_unlikely(!shoal_is_pow2(align))) {
         errno = EINVAL;

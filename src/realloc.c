@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
+#include "core/samples.h"
 #include "thread/large_cache.h"
 
 /* In place if the block allows: a page block kept while it wastes less
@@ -14,6 +15,8 @@ static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n
 {
     if (c->kind == SHOAL_PTR_BLOCK)
         return shoal_fits_without_waste(old, n) ? p : NULL;
+    if (c->sampled)             /* its sample is of its size: a new block, maybe sampled */
+        return NULL;
     unsigned order;
     enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
     if (c->kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
@@ -23,7 +26,7 @@ static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n
     return NULL;
 }
 
-void *alloc_realloc(void *p, size_t n)
+SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
 {
     if (p == NULL)
         return alloc_malloc(n);
@@ -46,7 +49,7 @@ void *alloc_realloc(void *p, size_t n)
     return q;
 }
 
-void *alloc_reallocarray(void *p, size_t count, size_t size)
+SHOAL_ALLOC_PATH void *alloc_reallocarray(void *p, size_t count, size_t size)
 {
     size_t n;
     if (__builtin_mul_overflow(count, size, &n))

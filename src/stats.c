@@ -28,6 +28,7 @@
 #include "core/purge.h"
 #include "core/size_class.h"
 #include "os/os.h"
+#include "profile.h"
 #include "stats.h"
 #include "thread/heap.h"
 
@@ -621,6 +622,7 @@ static void on_signal(int sig)
     int saved = errno;
     if (!dump(false, &n_dumps))
         atomic_fetch_add_explicit(&n_skipped, 1, memory_order_relaxed);
+    shoal_prof_signal();
     errno = saved;
 }
 

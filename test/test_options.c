@@ -31,11 +31,14 @@ static const char *const names[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_ON_ERROR] = "ON_ERROR",
     [ALLOC_OPTION_VERBOSE] = "VERBOSE",
     [ALLOC_OPTION_PURGE_THREAD] = "PURGE_THREAD",
+    [ALLOC_OPTION_PROF] = "PROF",
+    [ALLOC_OPTION_PROF_SAMPLE] = "PROF_SAMPLE",
+    [ALLOC_OPTION_PROF_LEAKS] = "PROF_LEAKS",
 };
 
 static const alloc_option_t booleans[] = {
     ALLOC_OPTION_PREFAULT, ALLOC_OPTION_CACHELINE_ALIGN, ALLOC_OPTION_HUGE_PAGES,
-    ALLOC_OPTION_STATS_JSON, ALLOC_OPTION_SHOW_STATS,
+    ALLOC_OPTION_STATS_JSON, ALLOC_OPTION_SHOW_STATS, ALLOC_OPTION_PROF_LEAKS,
 };
 #define N_BOOLEANS (sizeof booleans / sizeof booleans[0])
 
@@ -446,6 +449,9 @@ static void test_environment(void **state)
         { ALLOC_OPTION_ON_ERROR, "warn", ALLOC_ON_ERROR_WARN },
         { ALLOC_OPTION_VERBOSE, "on", 1 },
         { ALLOC_OPTION_PURGE_THREAD, "never", 0 },
+        { ALLOC_OPTION_PROF, "on", 1 },
+        { ALLOC_OPTION_PROF_SAMPLE, "64k", 65536 },
+        { ALLOC_OPTION_PROF_LEAKS, "1", 1 },
     };
     enum { N = sizeof env / sizeof env[0] };
     char var[N][64];
@@ -554,6 +560,9 @@ static void test_environment(void **state)
         [ALLOC_OPTION_ON_ERROR] = ALLOC_ON_ERROR_ABORT,
         [ALLOC_OPTION_VERBOSE] = 0,
         [ALLOC_OPTION_PURGE_THREAD] = SHOAL_DEFAULT_PURGE_THREAD,
+        [ALLOC_OPTION_PROF] = 0,
+        [ALLOC_OPTION_PROF_SAMPLE] = 512 << 10,
+        [ALLOC_OPTION_PROF_LEAKS] = 0,
     };
     for (int o = 0; o < ALLOC_OPTION_COUNT_; o++)
         if (child_value(out, (alloc_option_t)o) != documented[o])

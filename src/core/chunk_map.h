@@ -18,6 +18,8 @@ enum shoal_chunk_kind {
     SHOAL_CHUNK_HUGE,          /* a huge block starts here; header at the chunk base */
     SHOAL_CHUNK_HUGE_BEHIND,   /* a huge block starts at this chunk's base;
                                   its header is at the base of the chunk below */
+    SHOAL_CHUNK_HUGE_SAMPLED,  /* as HUGE, for a block heap profiling sampled:
+                                  free's fast path leaves it to the slow one */
 };
 
 #define SHOAL_CHUNKS ((size_t)1 << (SHOAL_ADDR_BITS - SHOAL_SP_SHIFT))

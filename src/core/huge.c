@@ -158,8 +158,21 @@ static void *map_block(char *base, size_t size, size_t align, size_t need_zero_b
     h->map_size = size;
     h->user = user;
     h->usable = size - off;
+    /* h->sampled is left as it is: false in a new mapping, and taken back
+     * by the free of a sampled block before its mapping is kept for
+     * reuse.  (Where a mapping reused at another alignment puts the
+     * header over old data, a stale true only sends the free the slow
+     * way, which forgets no sample and clears it.) */
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
     return user;
+}
+
+void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled)
+{
+    h->sampled = sampled;
+    /* A block laid out for a large alignment takes the slow way anyway. */
+    if (shoal_chunk_of(h->user) != SHOAL_CHUNK_HUGE_BEHIND)
+        shoal_chunk_set(h->user, sampled ? SHOAL_CHUNK_HUGE_SAMPLED : SHOAL_CHUNK_HUGE);
 }
 
 /* Map `size` bytes at `align` for a huge block, charged to the committed
@@ -349,6 +362,14 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s)
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w != 0)
         retire(slot_base(w), slot_size(w));
+}
+
+void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed)
+{
+    shoal_huge_slot_drain(s);
+    /* Relaxed: a pass reads only to skip a closed or empty slot, and
+     * only the holder puts. */
+    atomic_store_explicit(&s->map, closed ? SHOAL_HUGE_SLOT_CLOSED : 0, memory_order_relaxed);
 }
 
 void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)

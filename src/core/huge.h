@@ -21,6 +21,7 @@ typedef struct shoal_huge_s {
     size_t map_size;
     char *user;                 /* the block handed out */
     size_t usable;
+    bool sampled;               /* by heap profiling (its chunk: HUGE_SAMPLED) */
 } shoal_huge_t;
 
 void *shoal_huge_alloc(size_t size, size_t align, bool zero);
@@ -62,6 +63,11 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h);
  * when memory runs short). */
 void shoal_huge_slot_drain(shoal_huge_slot_t *s);
 
+/* The holder closes the slot, empty, or opens it again: a closed slot
+ * takes nothing, so every huge malloc takes the slow way (heap profiling
+ * samples there). */
+void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed);
+
 /* A purge pass (any thread): unmap a mapping the previous pass marked (any
  * with `force`), mark one it has not; adds 1 to *waiting for a mapping
  * left for the next pass. */
@@ -76,6 +82,11 @@ bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p);
 shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k);
 
 void shoal_huge_free(shoal_huge_t *h);
+
+/* Heap profiling sampled the live block h, or forgets it before its
+ * free: the chunk map sends its free the slow way while it is sampled
+ * (the holder of the block). */
+void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled);
 
 /* Whether p was a huge block that is now freed and cached (for naming a
  * double free; the answer is only sure while the mapping is cached). */

@@ -35,6 +35,13 @@ static inline void shoal_large_unmake(shoal_page_t *head)
     head->kind = SHOAL_SLOT_FREE;
 }
 
+/* Heap profiling sampled the live block, or forgets it before its free:
+ * free's fast path takes only SHOAL_SLOT_LARGE (the block's holder). */
+static inline void shoal_large_mark_sampled(shoal_page_t *head, bool sampled)
+{
+    head->kind = sampled ? SHOAL_SLOT_LARGE_SAMPLED : SHOAL_SLOT_LARGE;
+}
+
 /* Resize in place: shrink by releasing the upper slots, grow by claiming
  * the free slots after the block.  NULL if it cannot be done in place. */
 void *shoal_large_resize(shoal_page_t *head, size_t size);

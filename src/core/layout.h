@@ -46,6 +46,16 @@
 #endif
 #endif
 
+/* A 64-bit mix (splitmix64's finaliser): page keys, sampling draws. */
+static inline uint64_t shoal_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
 static inline size_t shoal_align_up(size_t n, size_t a)
 {
     return (n + a - 1) & ~(a - 1);

@@ -42,11 +42,15 @@ static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
                                        { "abort", "warn", 0 } },
     [ALLOC_OPTION_VERBOSE]         = { "VERBOSE", 0, 1, V_BOOL, { 0 } },
     [ALLOC_OPTION_PURGE_THREAD]    = { "PURGE_THREAD", -1, 1, V_WORD, { "never", "always", 0 } },
+    [ALLOC_OPTION_PROF]            = { "PROF", 0, 1, V_BOOL, { 0 } },
+    [ALLOC_OPTION_PROF_SAMPLE]     = { "PROF_SAMPLE", 1, 1L << 40, V_NUMBER, { 0 } },
+    [ALLOC_OPTION_PROF_LEAKS]      = { "PROF_LEAKS", 0, 1, V_BOOL, { 0 } },
 };
 
 _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_PURGE_DELAY_MS] = SHOAL_DEFAULT_PURGE_DELAY_MS,
     [ALLOC_OPTION_PURGE_THREAD] = SHOAL_DEFAULT_PURGE_THREAD,
+    [ALLOC_OPTION_PROF_SAMPLE] = SHOAL_DEFAULT_PROF_SAMPLE,
 };
 
 static bool known(alloc_option_t o)
@@ -329,7 +333,7 @@ static unsigned distance(const char *a, const char *b)
 static void warn_unknown_variables(void)
 {
     extern char **environ;
-    static const char *const strings[] = { "STATS_FILE" };      /* environment-only */
+    static const char *const strings[] = { "STATS_FILE", "PROF_PREFIX" };      /* environment-only */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         if (strncmp(*e, "SHOAL_", 6) != 0)
             continue;

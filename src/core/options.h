@@ -10,6 +10,7 @@
 /* Options whose default is not 0 (the table in options.c has them all). */
 #define SHOAL_DEFAULT_PURGE_DELAY_MS 1000
 #define SHOAL_DEFAULT_PURGE_THREAD (-1)
+#define SHOAL_DEFAULT_PROF_SAMPLE (512L << 10)
 
 extern _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_];
 

@@ -5,8 +5,14 @@
 #include <errno.h>
 #include <sys/random.h>
 #include <time.h>
+#include "message.h"
 #include "pool.h"
+#include "samples.h"
 #include "size_class.h"
+
+/* In no superpage, so shoal_block_is_free fails for them before it reads
+ * them (page.h). */
+shoal_block_t shoal_trap_end, shoal_trap_sample;
 
 /* Written once at start-up, before any page: one secret for the link
  * keys, one for the freed marks. */
@@ -29,15 +35,6 @@ void shoal_page_secret_init(void)
     mark_secret = (uintptr_t)r[1];
 }
 
-/* A 64-bit mix (splitmix64's finaliser). */
-static uintptr_t mix(uintptr_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9u;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
 
 void *shoal_page_start(const shoal_page_t *pg)
 {
@@ -62,13 +59,15 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->start = shoal_page_start(pg);
     /* A new key each time the slot becomes a page: marks and links left
      * by an earlier life of the same memory do not decode. */
-    pg->key = mix(pg->key ^ secret ^ (uintptr_t)pg->start) | 1;
+    pg->key = shoal_mix64(pg->key ^ secret ^ (uintptr_t)pg->start) | 1;
     /* Of another secret: the mark says nothing about the key. */
-    pg->mark = mix(pg->key ^ mark_secret);
+    pg->mark = shoal_mix64(pg->key ^ mark_secret);
     pg->free_is_zero = 0;
     pg->fresh_zero = zero;
     pg->idle_sweeps = 0;
     pg->next = pg->prev = NULL;
+    pg->trap_next = pg->trap_after = NULL;
+    pg->armed = 0;
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
         pg[i].slot_offset = (uint8_t)i;
@@ -86,6 +85,143 @@ void shoal_page_fini(shoal_page_t *pg)
     }
 }
 
+void shoal_page_broken(shoal_page_t *pg)
+{
+    shoal_fault("malloc", pg->start, "free list corrupted in the page at this address: a "
+                                     "free block's link or freed mark was overwritten (an "
+                                     "overflow of the block before it, or a write after free)");
+    pg->free = pg->local_free = NULL;
+}
+
+/* ---- the traps (page.h) ------------------------------------------------ */
+
+/* Take the sample trap out of `free`, if one stands there. */
+static void untrap(shoal_page_t *pg)
+{
+    if (pg->trap_next == NULL)
+        return;
+    if (pg->free == &shoal_trap_sample)
+        pg->free = pg->trap_next;
+    else
+        pg->trap_after->link = shoal_encode(pg, pg->trap_next);
+    pg->trap_next = NULL;
+}
+
+/* Place the sample trap in `free`, which holds `len` blocks, a fresh gap
+ * from its head (nothing while profiling is off, or if the gap is longer
+ * than the list). */
+static void place_trap(shoal_page_t *pg, unsigned len)
+{
+    size_t rate = shoal_prof_rate();
+    if (rate == 0)
+        return;
+    uint64_t gap = shoal_prof_gap(pg->block_size, rate);
+    if (gap >= len)
+        return;
+    /* The block before the one the trap stands for: gap - 1 links on. */
+    shoal_block_t *after = NULL;
+    if (gap > 0) {
+        after = pg->free;
+        for (uint64_t i = 1; i < gap; i++)
+            after = shoal_decode(pg, after->link);
+    }
+    if (after == NULL) {
+        pg->trap_next = pg->free;
+        pg->free = &shoal_trap_sample;
+    } else {
+        pg->trap_next = shoal_decode(pg, after->link);
+        after->link = shoal_encode(pg, &shoal_trap_sample);
+    }
+    pg->trap_after = after;
+    pg->trap_rest = (uint16_t)(len - gap);
+}
+
+/* Blocks on local_free (a walk: only where they are not known to be 0). */
+static unsigned local_count(const shoal_page_t *pg)
+{
+    unsigned n = 0;
+    for (const shoal_block_t *b = pg->local_free; !shoal_list_ended(b); b = shoal_decode(pg, b->link))
+        n++;
+    return n;
+}
+
+/* `free` changed in an armed page: a fresh gap for the trap. */
+static void retrap(shoal_page_t *pg)
+{
+    unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
+    place_trap(pg, capacity - pg->used - local_count(pg));
+}
+
+/* The block of the list `head` whose link is `end`. */
+static shoal_block_t *list_tail(const shoal_page_t *pg, shoal_block_t *head, shoal_block_t *end)
+{
+    shoal_block_t *b = head, *next;
+    while ((next = shoal_decode(pg, b->link)) != end)
+        b = next;
+    return b;
+}
+
+/* Make the NULL that ends *list the end trap. */
+static void end_in_trap(shoal_page_t *pg, shoal_block_t **list)
+{
+    if (*list == NULL)
+        *list = &shoal_trap_end;
+    else
+        list_tail(pg, *list, NULL)->link = shoal_encode(pg, &shoal_trap_end);
+}
+
+void shoal_page_arm(shoal_page_t *pg)
+{
+    if (pg->armed)
+        return;
+    end_in_trap(pg, &pg->free);
+    end_in_trap(pg, &pg->local_free);
+    pg->armed = 1;
+    retrap(pg);
+}
+
+enum shoal_trap shoal_page_trap(shoal_page_t *pg)
+{
+    if (pg->free == &shoal_trap_sample) {
+        /* The allocation at hand is the one sampled; the block the trap
+         * stood for heads the list again, and the next gap counts from
+         * it. */
+        pg->free = pg->trap_next;
+        pg->trap_next = NULL;
+        place_trap(pg, pg->trap_rest);
+        return SHOAL_TRAP_SAMPLE;
+    }
+    /* The end trap: `free` ran out. */
+    if (shoal_list_ended(pg->local_free))
+        return SHOAL_TRAP_EMPTY;
+    pg->free = pg->local_free;
+    pg->local_free = &shoal_trap_end;
+    pg->free_is_zero = 0;       /* freed blocks hold old data */
+    place_trap(pg, atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used);
+    return SHOAL_TRAP_READY;
+}
+
+shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
+{
+    if (pg->free != &shoal_trap_sample)
+        return NULL;
+    shoal_block_t *b = pg->trap_next;
+    if (!shoal_block_is_free(pg, b)) {
+        shoal_page_broken(pg);
+        return NULL;
+    }
+    shoal_block_t *next = shoal_decode(pg, b->link);
+    if (--pg->trap_rest == 0) {         /* next is the list's end */
+        pg->free = next;
+        pg->trap_next = NULL;
+    } else {
+        pg->trap_next = next;
+    }
+    b->freed = 0;
+    pg->used++;
+    return b;
+}
+
 void shoal_page_extend(shoal_page_t *pg)
 {
     /* About 4 KiB of blocks a time, at least one. */
@@ -98,6 +234,8 @@ void shoal_page_extend(shoal_page_t *pg)
     if (n == 0)
         return;
     char *start = pg->start + (size_t)capacity * pg->block_size;
+    if (pg->armed)
+        untrap(pg);
     shoal_block_t *head = pg->free;
     /* Link back to front so blocks are handed out in address order. */
     for (unsigned i = n; i-- > 0;) {
@@ -106,7 +244,7 @@ void shoal_page_extend(shoal_page_t *pg)
         b->freed = shoal_freed_mark(pg);    /* free: a free of it is a double free */
         head = b;
     }
-    pg->free_is_zero = pg->fresh_zero && (pg->free == NULL || pg->free_is_zero);
+    pg->free_is_zero = pg->fresh_zero && (shoal_list_ended(pg->free) || pg->free_is_zero);
     pg->free = head;
     /* Relaxed: a freeing thread reads it only for blocks it was handed,
      * which were carved before they were handed out. */
@@ -114,22 +252,28 @@ void shoal_page_extend(shoal_page_t *pg)
     atomic_store_explicit(&pg->start_limit,
                           (uint32_t)((capacity + n) * (pg->start_mul * pg->block_size)),
                           memory_order_relaxed);
+    if (pg->armed)
+        retrap(pg);
 }
 
-/* Put local_free in front of `free`. */
+/* Put local_free in front of `free`; the end of both stays what it was
+ * (NULL, or the end trap in an armed page). */
 void shoal_page_collect(shoal_page_t *pg)
 {
-    shoal_block_t *tail = pg->local_free, *next;
-    if (tail == NULL)
+    if (shoal_list_ended(pg->local_free))
         return;
     if (pg->free == NULL) {             /* the usual case: no walk */
         shoal_page_take_local(pg);
         return;
     }
-    while ((next = shoal_decode(pg, tail->link)) != NULL)
-        tail = next;
-    tail->link = shoal_encode(pg, pg->free);
+    shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
+    if (pg->armed)
+        untrap(pg);
+    if (pg->free != end)
+        list_tail(pg, pg->local_free, end)->link = shoal_encode(pg, pg->free);
     pg->free = pg->local_free;
-    pg->local_free = NULL;
+    pg->local_free = end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
+    if (pg->armed)
+        retrap(pg);
 }

@@ -47,7 +47,14 @@ enum shoal_slot_kind {
     SHOAL_SLOT_LARGE,     /* head of a large block */
     SHOAL_SLOT_TAIL,      /* inner slot of a page; slot_offset leads to the head */
     SHOAL_SLOT_META,      /* slot 0: the superpage header */
+    SHOAL_SLOT_LARGE_SAMPLED,   /* head of a large block heap profiling sampled:
+                                   free's fast path leaves it to the slow one */
 };
+
+static inline bool shoal_slot_is_large(unsigned kind)
+{
+    return kind == SHOAL_SLOT_LARGE || kind == SHOAL_SLOT_LARGE_SAMPLED;
+}
 
 typedef struct shoal_page_s {
     /* The first cache line holds all that the fast paths read: malloc
@@ -85,6 +92,11 @@ typedef struct shoal_page_s {
     _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
     uint16_t reserved;          /* blocks that fit */
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
+    /* Heap profiling's traps (below; owner-only). */
+    struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
+    struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
+    uint16_t trap_rest;         /* blocks from trap_next to the end of `free` */
+    uint8_t armed;              /* both lists end in shoal_trap_end */
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
@@ -261,8 +273,92 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
     return pg->free;
 }
 
+/* Hand out b, the head of `free`, which passed shoal_block_is_free. */
+static inline void shoal_page_take(shoal_page_t *pg, shoal_block_t *b)
+{
+    pg->free = shoal_decode(pg, b->link);
+    b->freed = 0;               /* no longer free: a free of it is not a double free */
+    pg->used++;
+}
+
+/* The head of `free` is not a free block of the page and no trap: a link
+ * or a freed mark was overwritten.  Say so, naming the page (what a
+ * wrong link decodes to says nothing); with ON_ERROR=warn, take the
+ * page's lists out of service (their blocks are lost to it: it keeps
+ * them counted as in use). */
+void shoal_page_broken(shoal_page_t *pg);
+
 /* Move local_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);
+
+/* ---- heap profiling's traps ---------------------------------------------
+ * malloc's fast path pops without looking where a list ends, and every
+ * block it pops passes shoal_block_is_free.  Heap profiling uses that
+ * test as its hook, so that it costs the fast path nothing while it is
+ * off: in an *armed* page neither list ends in NULL, both end in
+ * shoal_trap_end, a static block in no superpage, so the pop after a
+ * list's last block fails the test and comes to the trap handler
+ * (shoal_page_trap); and where the next sampled allocation of the page
+ * falls, shoal_trap_sample stands in the list in place of a block (the
+ * link before it leads there; the block it stands for is trap_next).
+ *
+ * Where the sample falls: each allocation from a page of block size s is
+ * sampled with probability p = 1 - exp(-s / rate), independently
+ * (samples.h), so the next one sampled is the one after a geometric gap
+ * (shoal_prof_gap), counted from the head of `free`.  Whenever `free`
+ * changes other than by malloc's pops (a refill from local_free, new
+ * blocks carved, a collect) the trap is taken out and placed again from
+ * a fresh gap, which the process's lack of memory allows.  A gap as long
+ * as the list places nothing: the end trap comes first and draws again.
+ * The length of `free` is known without a walk where it is placed (after
+ * a refill or a collect local_free is empty, so it is capacity - used);
+ * the walk to place a trap goes only as far as the gap, once a sample.
+ *
+ * A heap arms the page it makes the head of a queue while profiling is
+ * on (thread/page_queue.c); a page stays armed until it stops being a
+ * page.  With profiling off its end traps still come, once a list, and
+ * place nothing. */
+extern shoal_block_t shoal_trap_end, shoal_trap_sample;
+
+static inline bool shoal_list_ended(const shoal_block_t *b)
+{
+    return b == NULL || b == &shoal_trap_end;
+}
+
+/* Whether `free` holds a block (the sample trap stands before one). */
+static inline bool shoal_page_has_free(const shoal_page_t *pg)
+{
+    return !shoal_list_ended(pg->free);
+}
+
+static inline bool shoal_page_local_empty(const shoal_page_t *pg)
+{
+    return shoal_list_ended(pg->local_free);
+}
+
+/* Whether the block malloc found at the head of `free` is a trap. */
+static inline bool shoal_page_trapped(const shoal_page_t *pg)
+{
+    return pg->free == &shoal_trap_end || pg->free == &shoal_trap_sample;
+}
+
+/* End both lists in the end trap and place the sample trap (owner). */
+void shoal_page_arm(shoal_page_t *pg);
+
+enum shoal_trap {
+    SHOAL_TRAP_SAMPLE,  /* sample the allocation at hand; `free` is as it was */
+    SHOAL_TRAP_READY,   /* pop again: `free` has been refilled */
+    SHOAL_TRAP_EMPTY,   /* neither list has a block: find another page */
+};
+
+/* malloc found a trap at the head of pg's `free` (owner). */
+enum shoal_trap shoal_page_trap(shoal_page_t *pg);
+
+/* For an allocation the sample trap at the head of `free` would sample
+ * but cannot (no stack to be had): hand out the block it stands before
+ * and keep it before the next one.  NULL if the trap is not at the head
+ * (pop as usual). */
+shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg);
 
 /* The head descriptor and the memory of a span. */
 void *shoal_page_start(const shoal_page_t *pg);

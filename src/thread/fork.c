@@ -16,6 +16,7 @@
 #include "heap.h"
 #include "../core/huge.h"
 #include "../core/pool.h"
+#include "../core/samples.h"
 
 /* Whether prepare took the locks.  A single-threaded process takes none:
  * no other thread can hold one, and the one thread may be in a signal
@@ -30,6 +31,7 @@ static void prepare(void)
     locked = !__libc_single_threaded;
     if (!locked)
         return;
+    shoal_prof_fork_prepare();  /* first: a sample takes pool and heap locks inside it */
     shoal_heap_fork_prepare();
     shoal_huge_fork_prepare();
     shoal_pool_fork_prepare();
@@ -39,6 +41,7 @@ static void release(void)
 {
     shoal_pool_fork_release();
     shoal_huge_fork_release();
+    shoal_prof_fork_release();
 }
 
 static void parent(void)

@@ -8,6 +8,7 @@
 #include "fork.h"
 #include "large_cache.h"
 #include "page_queue.h"
+#include "sampled.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -21,7 +22,7 @@ shoal_page_t shoal_empty_page;
 shoal_heap_t shoal_empty_heap = {
     .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
     .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
-    .large_cached_slots = SHOAL_LARGE_CACHE_SLOTS + 1,  /* full: it keeps nothing */
+    .large_cached_slots = SHOAL_LARGE_CACHE_CLOSED,     /* it keeps nothing */
     .huge_slot = { .map = SHOAL_HUGE_SLOT_CLOSED },     /* likewise */
 };
 __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) =
@@ -112,6 +113,7 @@ void shoal_process_init(void)
         shoal_fork_init();
         shoal_purger_init();
         link_heap(&orphans);
+        link_heap(&shoal_sampled_heap);
         shoal_once_end(&init_state);
         return;
     }
@@ -153,6 +155,10 @@ __attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
 static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_heap_t *dest,
                                                        shoal_page_t *pg, shoal_block_t *b)
 {
+    if (shoal_unlikely(dest == &shoal_sampled_heap)) {
+        shoal_sampled_free(pg, b);
+        return;
+    }
     /* A thread that only frees still sends in batches: it gets a heap for
      * its outbox (and, if it pops a parked heap that owns pg, the block
      * is its own). */
@@ -202,7 +208,7 @@ void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me
 
 static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
 {
-    if (order != 0)
+    if (order != 0 || h->uncached)
         return shoal_pool_claim(order, s);
     if (h->cached == 0) {
         /* Refill in a batch: one CAS claims up to four slots, wherever
@@ -246,7 +252,7 @@ static void release_page(shoal_heap_t *h, shoal_page_t *pg, enum release_to to)
     unmake_page(pg);
     shoal_superpage_t *sp = shoal_superpage_of(pg);
     unsigned slot = (unsigned)(pg - sp->pages);
-    if (pg->order == 0 && to == TO_CACHE && h->cached < SHOAL_PAGE_CACHE) {
+    if (pg->order == 0 && to == TO_CACHE && !h->uncached && h->cached < SHOAL_PAGE_CACHE) {
         h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
         return;
     }
@@ -373,7 +379,7 @@ static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
             continue;
         }
         n++;
-        if (pg->free != NULL ||
+        if (shoal_page_has_free(pg) ||
             atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved) {
             shoal_queue_push_front(h, pg);
             break;
@@ -398,7 +404,7 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
     while (found == NULL && pg != &shoal_empty_page) {
         shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
         shoal_page_collect(pg);
-        if (pg->free != NULL)
+        if (shoal_page_has_free(pg))
             found = pg;
         else if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
             carvable = carvable != NULL ? carvable : pg;
@@ -477,13 +483,19 @@ static void sweep_idle(shoal_heap_t *h)
     }
 }
 
+shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls)
+{
+    shoal_page_t *pg = search_queue(h, cls);
+    return pg != NULL ? pg : fresh_page(h, cls);
+}
+
 shoal_page_t *shoal_heap_find_page(unsigned cls)
 {
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
     shoal_page_t *head = h->pages[cls];
-    if (head->local_free != NULL) {
+    if (!shoal_page_local_empty(head)) {
         /* The page in use ran dry but has blocks its owner freed: the
          * cheapest refill there is. */
         shoal_page_collect(head);
@@ -557,6 +569,7 @@ static shoal_heap_t *heap_acquire(void)
     shoal_tl_heap = h;
     if (!tl_exited)
         pthread_setspecific(exit_key, h);
+    shoal_heap_prof_check();
     return h;
 }
 
@@ -629,7 +642,8 @@ void shoal_heap_end_call(void)
 /* Whether a parked heap has anything to dismantle. */
 static bool heap_holds_memory(const shoal_heap_t *h)
 {
-    if (h->full != NULL || h->cached != 0 || h->large_cached_slots != 0)
+    if (h->full != NULL || h->cached != 0 ||
+        (h->large_cached_slots != 0 && h->large_cached_slots != SHOAL_LARGE_CACHE_CLOSED))
         return true;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
         if (h->pages[c] != &shoal_empty_page)

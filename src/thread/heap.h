@@ -32,6 +32,7 @@
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
 #define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps: 2 MiB */
+#define SHOAL_LARGE_CACHE_CLOSED (SHOAL_LARGE_CACHE_SLOTS + 1)  /* its cached slots: closed */
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
@@ -63,6 +64,8 @@ typedef struct shoal_heap_s {
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
     uint64_t parked_ms;                         /* when its thread gave it up */
+    size_t prof_rate;                           /* armed for heap profiling at this rate */
+    bool uncached;                              /* pages from the pool and back (sampled.h) */
     shoal_heap_counters_t stats;
     /* Read by every thread that frees into this heap's pages, written
      * when the heap is parked or taken: a line away from what the owner
@@ -95,6 +98,10 @@ static inline shoal_heap_t *shoal_heap_of_thread(void)
  * thread's queue; creates the thread's heap on first use.  NULL with
  * errno ENOMEM. */
 shoal_page_t *shoal_heap_find_page(unsigned cls);
+
+/* A page of class cls with a free block, at the head of h's queue (h's
+ * holder): one of the queue's, or a fresh one.  NULL with errno ENOMEM. */
+shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls);
 
 /* The owner freed the last block of pg, or freed into a full page. */
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);

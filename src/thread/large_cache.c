@@ -40,6 +40,12 @@ void shoal_large_cache_drain(shoal_heap_t *h)
             release(shoal_large_cache_take(h, o), 1u << o);
 }
 
+void shoal_large_cache_close(shoal_heap_t *h, bool closed)
+{
+    shoal_large_cache_drain(h);
+    h->large_cached_slots = closed ? SHOAL_LARGE_CACHE_CLOSED : 0;
+}
+
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
@@ -72,7 +78,7 @@ void shoal_heap_large_free(shoal_page_t *head)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
     unsigned order = head->order, slots = 1u << order;
-    if (h != &shoal_empty_heap && slots <= SHOAL_LARGE_CACHE_SLOTS) {
+    if (h->large_cached_slots <= SHOAL_LARGE_CACHE_SLOTS && slots <= SHOAL_LARGE_CACHE_SLOTS) {
         /* Room is made from the largest blocks cached: one eviction
          * frees the most. */
         for (unsigned o = SHOAL_MAX_ORDER; !shoal_large_cache_push(h, head);) {

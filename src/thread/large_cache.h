@@ -81,4 +81,9 @@ void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 /* Give h's cached large blocks back to the pool (h's holder). */
 void shoal_large_cache_drain(shoal_heap_t *h);
 
+/* Close h's cache, empty, or open it again (h's holder): a closed cache
+ * keeps nothing, so every large malloc takes the slow way (heap
+ * profiling samples there). */
+void shoal_large_cache_close(shoal_heap_t *h, bool closed);
+
 #endif

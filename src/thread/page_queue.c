@@ -28,6 +28,10 @@ void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
     h->pages[c] = pg;
     for (unsigned i = direct_lo[m][c]; i <= direct_hi[m][c]; i++)
         h->direct[i] = pg;
+    /* The fast path pops only from a queue's head: arming it there arms
+     * every page before malloc takes a block from it (sampled.h). */
+    if (shoal_unlikely(h->prof_rate != 0) && pg != &shoal_empty_page)
+        shoal_page_arm(pg);
 }
 
 void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)

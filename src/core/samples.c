@@ -1,0 +1,308 @@
+/* samples.c - when to sample, the stacks, and the table of sampled
+ * blocks (samples.h). */
+#define _GNU_SOURCE
+#include "samples.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+#include "layout.h"
+#include "message.h"
+#include "sync.h"
+#include "../os/os.h"
+
+_Atomic size_t shoal_prof_rate_now;
+
+/* ---- the unwinder ------------------------------------------------------
+ * libunwind's unw_backtrace: it walks the DWARF unwind tables, so it
+ * gives whole stacks of programs built without frame pointers (Debian's
+ * are), it keeps its caches in memory of its own (mmap), and it takes no
+ * lock of its own that fork or a signal could leave held.  It is loaded
+ * with dlopen and RTLD_LOCAL, never linked: libunwind.so also defines
+ * _Unwind_RaiseException and backtrace, which would otherwise take over
+ * the C++ exceptions and the backtraces of every program shoal is
+ * preloaded into. */
+typedef int unw_backtrace_fn(void **pcs, int size);
+static unw_backtrace_fn *_Atomic unwinder;
+static __thread bool tl_unwinding __attribute__((tls_model("initial-exec")));
+
+static bool load_unwinder(void)
+{
+    if (atomic_load_explicit(&unwinder, memory_order_acquire) != NULL)
+        return true;
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    unw_backtrace_fn *fn = lib != NULL ? (unw_backtrace_fn *)dlsym(lib, "unw_backtrace") : NULL;
+    if (fn == NULL) {
+        shoal_warning("heap profiling needs libunwind.so.8 (Debian: libunwind8), which "
+                      "cannot be loaded: profiling stays off");
+        return false;
+    }
+    /* Release: a thread that finds the function finds the library set up. */
+    atomic_store_explicit(&unwinder, fn, memory_order_release);
+    return true;
+}
+
+bool shoal_prof_set_rate(size_t rate)
+{
+    if (rate != 0 && !load_unwinder())
+        return false;
+    atomic_store_explicit(&shoal_prof_rate_now, rate, memory_order_relaxed);
+    return true;
+}
+
+/* The functions between a program's call and the capture that may keep a
+ * frame are in one section (SHOAL_ALLOC_PATH); the linker marks its
+ * bounds.  Frames up to the last one in it are shoal's own. */
+extern const char __start_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
+
+static bool on_alloc_path(const void *pc)
+{
+    return (const char *)pc >= __start_shoal_alloc_path &&
+           (const char *)pc < __stop_shoal_alloc_path;
+}
+
+#define SHOAL_PROF_OWN_FRAMES 16        /* at most this many of shoal's */
+
+unsigned shoal_prof_backtrace(void **pcs)
+{
+    unw_backtrace_fn *fn = atomic_load_explicit(&unwinder, memory_order_acquire);
+    if (fn == NULL || tl_unwinding)
+        return 0;
+    void *raw[SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES];
+    tl_unwinding = true;
+    int n = fn(raw, SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES);
+    tl_unwinding = false;
+    int from = 0;
+    for (int i = 0; i < n && i < SHOAL_PROF_OWN_FRAMES; i++)
+        if (on_alloc_path(raw[i]))
+            from = i + 1;
+    unsigned depth = 0;
+    for (int i = from; i < n && depth < SHOAL_PROF_DEPTH; i++)
+        pcs[depth++] = raw[i];
+    return depth;
+}
+
+/* ---- the draws -------------------------------------------------------- */
+
+static _Atomic uint64_t seeds;
+static __thread uint64_t tl_random __attribute__((tls_model("initial-exec")));
+
+/* xorshift64*, seeded per thread (its state must never be 0). */
+static uint64_t next_random(void)
+{
+    uint64_t x = tl_random;
+    if (x == 0) {
+        /* Relaxed: any distinct value will do. */
+        uint64_t n = atomic_fetch_add_explicit(&seeds, 1, memory_order_relaxed);
+        x = shoal_mix64(n ^ (uintptr_t)&tl_random ^ shoal_os_now_ms()) | 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    tl_random = x;
+    return x * 0x2545f4914f6cdd1du;
+}
+
+uint64_t shoal_prof_interval(size_t rate)
+{
+    /* u uniform in [0, 1): -log(1 - u) is exponential of mean 1. */
+    double u = (double)(next_random() >> 11) * 0x1.0p-53;
+    double x = -log1p(-u) * (double)rate;
+    return x >= 0x1.0p63 ? UINT64_MAX : (uint64_t)x;
+}
+
+uint64_t shoal_prof_gap(size_t size, size_t rate)
+{
+    return shoal_prof_interval(rate) / size;
+}
+
+/* ---- the lock --------------------------------------------------------- */
+
+static shoal_lock_t lock = SHOAL_LOCK_INIT;
+/* Set before the lock is taken and cleared after it is given back, so a
+ * signal handler on this thread knows not to wait for it. */
+static __thread volatile bool tl_holds __attribute__((tls_model("initial-exec")));
+
+void shoal_prof_lock(void)
+{
+    tl_holds = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    shoal_lock(&lock);
+}
+
+void shoal_prof_unlock(void)
+{
+    shoal_unlock(&lock);
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_holds = false;
+}
+
+bool shoal_prof_lock_from_signal(void)
+{
+    if (tl_holds)
+        return false;
+    shoal_prof_lock();
+    return true;
+}
+
+void shoal_prof_fork_prepare(void)
+{
+    shoal_prof_lock();
+}
+
+void shoal_prof_fork_release(void)
+{
+    shoal_prof_unlock();
+}
+
+/* ---- the table ---------------------------------------------------------
+ * Records and sites come from mappings of shoal's own, never from malloc,
+ * and are never given back: freed records are reused, sites (one per
+ * distinct stack) stay for the cumulative figures.  Both tables hash into
+ * a fixed array of chains, mapped at the first sample (the kernel backs
+ * only the pages written). */
+
+typedef struct record_s {
+    struct record_s *next;
+    const void *addr;
+    shoal_prof_site_t *site;
+    uint64_t bytes, objs;       /* the weights it added to its site */
+} record_t;
+
+#define RECORD_BUCKETS (1u << 16)
+#define SITE_BUCKETS (1u << 14)
+#define ARENA_CHUNK ((size_t)1 << 20)
+
+static record_t **records;
+static shoal_prof_site_t **sites;
+static record_t *spare_records;
+static char *arena_next, *arena_end;
+
+static void *arena_take(size_t n)
+{
+    n = shoal_align_up(n, 16);
+    if ((size_t)(arena_end - arena_next) < n) {
+        size_t size = n > ARENA_CHUNK ? shoal_align_up(n, ARENA_CHUNK) : ARENA_CHUNK;
+        char *chunk = shoal_os_reserve(size, SHOAL_OS_PAGE);
+        if (chunk == NULL)
+            return NULL;
+        arena_next = chunk;
+        arena_end = chunk + size;
+    }
+    void *p = arena_next;
+    arena_next += n;
+    return p;
+}
+
+static bool tables_ready(void)
+{
+    if (records == NULL)
+        records = shoal_os_reserve(RECORD_BUCKETS * sizeof *records, SHOAL_OS_PAGE);
+    if (sites == NULL)
+        sites = shoal_os_reserve(SITE_BUCKETS * sizeof *sites, SHOAL_OS_PAGE);
+    return records != NULL && sites != NULL;
+}
+
+static uint64_t hash_pcs(void *const *pcs, unsigned depth)
+{
+    uint64_t h = depth;
+    for (unsigned i = 0; i < depth; i++)
+        h = shoal_mix64(h ^ (uintptr_t)pcs[i]);
+    return h;
+}
+
+static shoal_prof_site_t *site_of(void *const *pcs, unsigned depth)
+{
+    uint64_t h = hash_pcs(pcs, depth);
+    shoal_prof_site_t **chain = &sites[h & (SITE_BUCKETS - 1)];
+    for (shoal_prof_site_t *s = *chain; s != NULL; s = s->next)
+        if (s->hash == h && s->depth == depth && memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0)
+            return s;
+    shoal_prof_site_t *s = arena_take(sizeof *s + depth * sizeof *pcs);
+    if (s == NULL)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    s->hash = h;
+    s->depth = depth;
+    memcpy(s->pcs, pcs, depth * sizeof *pcs);
+    s->next = *chain;
+    *chain = s;
+    return s;
+}
+
+static record_t **chain_of(const void *p)
+{
+    return &records[shoal_mix64((uintptr_t)p) & (RECORD_BUCKETS - 1)];
+}
+
+/* Take the record of p out of the table, or NULL. */
+static record_t *unlink_record(const void *p)
+{
+    for (record_t **at = chain_of(p); *at != NULL; at = &(*at)->next) {
+        record_t *r = *at;
+        if (r->addr == p) {
+            *at = r->next;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void drop(record_t *r)
+{
+    r->site->live_bytes -= r->bytes;
+    r->site->live_objs -= r->objs;
+    r->next = spare_records;
+    spare_records = r;
+}
+
+void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs,
+                       unsigned depth)
+{
+    if (!tables_ready())
+        return;
+    record_t *r = unlink_record(p);
+    if (r != NULL)
+        drop(r);
+    shoal_prof_site_t *s = site_of(pcs, depth);
+    if (s == NULL)
+        return;
+    if (spare_records != NULL) {
+        r = spare_records;
+        spare_records = r->next;
+    } else if ((r = arena_take(sizeof *r)) == NULL) {
+        return;
+    }
+    /* p(s) = 1 - exp(-s / rate); expm1 keeps it exact for small s. */
+    double prob = -expm1(-(double)size / (double)rate);
+    r->addr = p;
+    r->site = s;
+    r->bytes = (uint64_t)((double)size / prob + 0.5);
+    r->objs = (uint64_t)(SHOAL_PROF_OBJ_ONE / prob + 0.5);
+    s->live_bytes += r->bytes;
+    s->total_bytes += r->bytes;
+    s->live_objs += r->objs;
+    s->total_objs += r->objs;
+    record_t **chain = chain_of(p);
+    r->next = *chain;
+    *chain = r;
+}
+
+void shoal_prof_forget(const void *p)
+{
+    if (records == NULL)
+        return;
+    record_t *r = unlink_record(p);
+    if (r != NULL)
+        drop(r);
+}
+
+void shoal_prof_each_site(void (*fn)(const shoal_prof_site_t *, void *), void *arg)
+{
+    if (sites == NULL)
+        return;
+    for (unsigned i = 0; i < SITE_BUCKETS; i++)
+        for (shoal_prof_site_t *s = sites[i]; s != NULL; s = s->next)
+            fn(s, arg);
+}

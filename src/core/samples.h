@@ -1,0 +1,101 @@
+/* samples.h - heap profiling's shared state: when to sample, the stack
+ * of a sampled allocation, and the table of sampled blocks still live
+ * (docs/profiling.md).
+ *
+ * Sampling is a Poisson process over the bytes allocated: every byte is
+ * a sample point with probability 1/rate, so a block of s bytes is
+ * sampled with probability p(s) = 1 - exp(-s/rate), independently of
+ * every other, and stands for s/p(s) bytes and 1/p(s) objects in the
+ * estimates (jemalloc and tcmalloc draw the same way).  A block's
+ * weights are fixed when it is sampled and taken back when it is freed,
+ * so the live and cumulative figures of each stack are unbiased
+ * estimates whatever the sizes.
+ *
+ * The table is guarded by one lock, taken on slow paths only: a sample
+ * (one in about `rate` bytes), the free of a sampled block, a dump.  The
+ * stack is captured before the lock is taken.
+ */
+#ifndef SHOAL_SAMPLES_H
+#define SHOAL_SAMPLES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHOAL_PROF_DEPTH 64     /* frames kept of a stack */
+
+/* Every function that may keep a frame between a program's call of the
+ * malloc family and the capture of its stack goes in one section, whose
+ * bounds the linker marks: the frames up to the last one in it are
+ * shoal's own, and left out of the stack (shoal_prof_backtrace). */
+#define SHOAL_ALLOC_PATH __attribute__((section("shoal_alloc_path")))
+
+/* Mean bytes between samples; 0 while profiling is off. */
+extern _Atomic size_t shoal_prof_rate_now;
+
+static inline size_t shoal_prof_rate(void)
+{
+    return atomic_load_explicit(&shoal_prof_rate_now, memory_order_relaxed);
+}
+
+/* Turn sampling on at `rate` bytes (loading the unwinder the first time:
+ * false, with a warning, if it cannot be loaded), or off with 0.  Never
+ * from inside malloc: the unwinder is loaded with dlopen. */
+bool shoal_prof_set_rate(size_t rate);
+
+/* Blocks of `size` bytes to let pass before the next one sampled: the
+ * geometric gap of the process above, floor(X / size) with X drawn from
+ * an exponential of mean `rate`.  A caller may draw again at any moment
+ * that does not depend on what follows (the process has no memory). */
+uint64_t shoal_prof_gap(size_t size, size_t rate);
+
+/* Bytes until the next sample point (X above). */
+uint64_t shoal_prof_interval(size_t rate);
+
+/* The calling thread's stack into pcs, from the first frame outside
+ * shoal (the caller of malloc); returns the depth, 0 if there is no
+ * unwinder or this thread is capturing already (a malloc inside the
+ * unwinder). */
+unsigned shoal_prof_backtrace(void **pcs);
+
+/* The lock over the table (and the sampled heap, thread/sampled.h). */
+void shoal_prof_lock(void);
+void shoal_prof_unlock(void);
+
+/* For a dump from a signal handler: take the lock unless this thread
+ * holds it already (it was interrupted inside), which false says. */
+bool shoal_prof_lock_from_signal(void);
+
+/* Record the block at p, of `size` usable bytes, allocated at the stack
+ * pcs[0..depth), sampled at `rate` (holding the lock).  A block recorded
+ * again at the same address replaces its record: the old block was
+ * freed. */
+void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs,
+                       unsigned depth);
+
+/* The block at p, sampled, was freed (holding the lock). */
+void shoal_prof_forget(const void *p);
+
+/* The estimates of one allocation stack. */
+typedef struct shoal_prof_site_s {
+    struct shoal_prof_site_s *next;     /* in the table's chain */
+    uint64_t hash;
+    uint64_t live_bytes, total_bytes;   /* estimated bytes: live now, ever */
+    uint64_t live_objs, total_objs;     /* estimated objects, in 1/65536 */
+    unsigned depth;
+    void *pcs[];
+} shoal_prof_site_t;
+
+#define SHOAL_PROF_OBJ_ONE 65536
+
+/* Call fn for every stack that ever allocated a sample (holding the
+ * lock). */
+void shoal_prof_each_site(void (*fn)(const shoal_prof_site_t *, void *), void *arg);
+
+/* fork(): the child of a fork inherits the table; the lock is held
+ * across the fork. */
+void shoal_prof_fork_prepare(void);
+void shoal_prof_fork_release(void);
+
+#endif

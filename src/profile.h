@@ -1,0 +1,35 @@
+/* profile.h - heap profiling at the entry points: sampling the
+ * allocation at hand, and writing the profiles (docs/profiling.md). */
+#ifndef SHOAL_PROFILE_H
+#define SHOAL_PROFILE_H
+
+#include <stdbool.h>
+#include "block.h"
+#include "core/samples.h"
+
+/* The allocation at hand, of a page class, is sampled (a page's trap
+ * said so): a block of class cls from the sampled heap, recorded with
+ * the caller's stack.  NULL when no stack is to be had (or no memory):
+ * the caller serves it unsampled. */
+void *shoal_prof_sample_block(unsigned cls, bool zero);
+
+/* A large or huge block was made on the slow path: sample it if the
+ * thread's byte count says so. */
+void shoal_prof_sample_big(void *p);
+
+static inline void *shoal_prof_after_big(void *p)
+{
+    if (shoal_unlikely(shoal_prof_rate() != 0) && p != NULL)
+        shoal_prof_sample_big(p);
+    return p;
+}
+
+/* The sampled large or huge block p (classified as c) is being freed:
+ * forget its sample. */
+void shoal_prof_unsample(const void *p, const shoal_ptr_t *c);
+
+/* The stats signal came: a profile too, while profiling is on
+ * (async-signal-safe; dropped if this thread was inside the table). */
+void shoal_prof_signal(void);
+
+#endif

@@ -343,9 +343,17 @@ static void warn_unknown_variables(void)
             len = sizeof name - 1;
         memcpy(name, *e + 6, len);
         name[len] = '\0';
-        bool known = strcmp(name, strings[0]) == 0;
+        bool known = false;
         const char *closest = strings[0];
-        unsigned best = distance(name, closest);
+        unsigned best = UINT_MAX;
+        for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+            unsigned d = distance(name, strings[i]);
+            known = known || strcmp(name, strings[i]) == 0;
+            if (d < best) {
+                best = d;
+                closest = strings[i];
+            }
+        }
         for (int o = 0; o < ALLOC_OPTION_COUNT_ && !known; o++) {
             unsigned d = distance(name, options[o].name);
             known = strcmp(name, options[o].name) == 0;

@@ -137,7 +137,7 @@ foreach(line IN LISTS _shoal_opts)
     string(APPEND SHOAL_RUN_OPTIONS " ${name}")
   endif()
 endforeach()
-string(APPEND SHOAL_RUN_OPTIONS " STATS_FILE")
+string(APPEND SHOAL_RUN_OPTIONS " STATS_FILE PROF_PREFIX")
 string(STRIP "${SHOAL_RUN_OPTIONS}" SHOAL_RUN_OPTIONS)
 
 # Installed: bin/ -> lib/.

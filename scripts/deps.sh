@@ -8,13 +8,15 @@
 set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config  # build
-       libck-dev liburcu-dev)                        # ConcurrencyKit, liburcu (headers)
+       libck-dev liburcu-dev                         # ConcurrencyKit, liburcu (headers)
+       libunwind-dev)                                # heap profiles' stacks (libunwind.so.8)
 bench=(python3 python3-matplotlib procps             # bench/run, its charts
        redis-server redis-tools                      # workload 9
        libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)     # the peers
 tests=(clang libclang-rt-14-dev                      # TSan, ASan, UBSan, libFuzzer
        libcmocka-dev                                 # unit tests
        git sqlite3                                   # real programs under shoal
+       google-perftools graphviz                     # google-pprof reads heap profiles
        time valgrind                                 # measurement
        man-db)                                       # the manual pages (install test)
 case "${1:-all}" in

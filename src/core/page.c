@@ -68,6 +68,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->next = pg->prev = NULL;
     pg->trap_next = pg->trap_after = NULL;
     pg->armed = 0;
+    pg->gap = UINT64_MAX;
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
         pg[i].slot_offset = (uint8_t)i;
@@ -107,15 +108,20 @@ static void untrap(shoal_page_t *pg)
     pg->trap_next = NULL;
 }
 
-/* Place the sample trap in `free`, which holds `len` blocks, a fresh gap
- * from its head (nothing while profiling is off, or if the gap is longer
- * than the list). */
-static void place_trap(shoal_page_t *pg, unsigned len)
+/* Place the sample trap in `free`, which holds `len` blocks, `gap`
+ * blocks from its head (UINT64_MAX: a fresh gap); nothing while
+ * profiling is off, or if the gap is as long as the list. */
+static void place_trap(shoal_page_t *pg, unsigned len, uint64_t gap)
 {
     size_t rate = shoal_prof_rate();
-    if (rate == 0)
+    if (rate == 0) {
+        pg->gap = UINT64_MAX;
         return;
-    uint64_t gap = shoal_prof_gap(pg->block_size, rate);
+    }
+    if (gap == UINT64_MAX)
+        gap = shoal_prof_gap(pg->block_size, rate);
+    pg->gap = gap;
+    pg->gap_len = (uint16_t)len;
     if (gap >= len)
         return;
     /* The block before the one the trap stands for: gap - 1 links on. */
@@ -145,19 +151,51 @@ static unsigned local_count(const shoal_page_t *pg)
     return n;
 }
 
-/* `free` changed in an armed page: a fresh gap for the trap. */
-static void retrap(shoal_page_t *pg)
+/* Blocks on `free` now, n_local being on local_free (a block is on one
+ * of the two lists, or out: used). */
+static unsigned free_count_with(const shoal_page_t *pg, unsigned n_local)
 {
     unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
-    place_trap(pg, capacity - pg->used - local_count(pg));
+    return capacity - pg->used - n_local;
 }
 
-/* The block of the list `head` whose link is `end`. */
-static shoal_block_t *list_tail(const shoal_page_t *pg, shoal_block_t *head, shoal_block_t *end)
+static unsigned free_count(const shoal_page_t *pg)
+{
+    return free_count_with(pg, local_count(pg));
+}
+
+/* The gap left now that `free` holds free_len blocks: malloc popped the
+ * others of the gap_len it was measured on. */
+static uint64_t gap_after(const shoal_page_t *pg, unsigned free_len)
+{
+    unsigned popped = pg->gap_len - free_len;
+    return pg->gap > popped ? pg->gap - popped : 0;
+}
+
+/* The trap's gap now, before `free` changes (UINT64_MAX: none drawn). */
+static uint64_t untrap_gap(shoal_page_t *pg)
+{
+    untrap(pg);
+    return pg->gap == UINT64_MAX ? UINT64_MAX : gap_after(pg, free_count(pg));
+}
+
+/* `free` changed in an armed page: the trap again, `gap` on. */
+static void retrap(shoal_page_t *pg, uint64_t gap)
+{
+    place_trap(pg, free_count(pg), gap);
+}
+
+/* The block of the list `head` whose link is `end`, and in *n the
+ * list's length. */
+static shoal_block_t *list_tail(const shoal_page_t *pg, shoal_block_t *head, shoal_block_t *end,
+                                unsigned *n)
 {
     shoal_block_t *b = head, *next;
-    while ((next = shoal_decode(pg, b->link)) != end)
+    *n = 1;
+    while ((next = shoal_decode(pg, b->link)) != end) {
         b = next;
+        ++*n;
+    }
     return b;
 }
 
@@ -166,8 +204,10 @@ static void end_in_trap(shoal_page_t *pg, shoal_block_t **list)
 {
     if (*list == NULL)
         *list = &shoal_trap_end;
-    else
-        list_tail(pg, *list, NULL)->link = shoal_encode(pg, &shoal_trap_end);
+    else {
+        unsigned n;
+        list_tail(pg, *list, NULL, &n)->link = shoal_encode(pg, &shoal_trap_end);
+    }
 }
 
 void shoal_page_arm(shoal_page_t *pg)
@@ -177,28 +217,22 @@ void shoal_page_arm(shoal_page_t *pg)
     end_in_trap(pg, &pg->free);
     end_in_trap(pg, &pg->local_free);
     pg->armed = 1;
-    retrap(pg);
+    retrap(pg, UINT64_MAX);
 }
 
-enum shoal_trap shoal_page_trap(shoal_page_t *pg)
+void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap)
 {
-    if (pg->free == &shoal_trap_sample) {
-        /* The allocation at hand is the one sampled; the block the trap
-         * stood for heads the list again, and the next gap counts from
-         * it. */
-        pg->free = pg->trap_next;
-        pg->trap_next = NULL;
-        place_trap(pg, pg->trap_rest);
-        return SHOAL_TRAP_SAMPLE;
-    }
-    /* The end trap: `free` ran out. */
-    if (shoal_list_ended(pg->local_free))
-        return SHOAL_TRAP_EMPTY;
-    pg->free = pg->local_free;
-    pg->local_free = &shoal_trap_end;
-    pg->free_is_zero = 0;       /* freed blocks hold old data */
-    place_trap(pg, atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used);
-    return SHOAL_TRAP_READY;
+    place_trap(pg, len, gap);
+}
+
+enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg)
+{
+    /* The allocation at hand is the one sampled; the block the trap stood
+     * for heads the list again, and a new gap counts from it. */
+    pg->free = pg->trap_next;
+    pg->trap_next = NULL;
+    place_trap(pg, pg->trap_rest, UINT64_MAX);
+    return SHOAL_TRAP_SAMPLE;
 }
 
 shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
@@ -234,8 +268,7 @@ void shoal_page_extend(shoal_page_t *pg)
     if (n == 0)
         return;
     char *start = pg->start + (size_t)capacity * pg->block_size;
-    if (pg->armed)
-        untrap(pg);
+    uint64_t gap = pg->armed ? untrap_gap(pg) : 0;
     shoal_block_t *head = pg->free;
     /* Link back to front so blocks are handed out in address order. */
     for (unsigned i = n; i-- > 0;) {
@@ -253,7 +286,7 @@ void shoal_page_extend(shoal_page_t *pg)
                           (uint32_t)((capacity + n) * (pg->start_mul * pg->block_size)),
                           memory_order_relaxed);
     if (pg->armed)
-        retrap(pg);
+        retrap(pg, gap);
 }
 
 /* Put local_free in front of `free`; the end of both stays what it was
@@ -267,13 +300,23 @@ void shoal_page_collect(shoal_page_t *pg)
         return;
     }
     shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
-    if (pg->armed)
+    uint64_t gap = 0;
+    if (pg->armed) {
         untrap(pg);
-    if (pg->free != end)
-        list_tail(pg, pg->local_free, end)->link = shoal_encode(pg, pg->free);
+        gap = pg->gap;
+    }
+    if (pg->free != end) {
+        unsigned n_local;
+        shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
+        tail->link = shoal_encode(pg, pg->free);
+        if (gap != UINT64_MAX && pg->armed)     /* less what malloc popped since */
+            gap = gap_after(pg, free_count_with(pg, n_local));
+    } else if (gap != UINT64_MAX && pg->armed) {
+        gap = gap_after(pg, 0);
+    }
     pg->free = pg->local_free;
     pg->local_free = end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
     if (pg->armed)
-        retrap(pg);
+        retrap(pg, gap);
 }

@@ -97,6 +97,8 @@ typedef struct shoal_page_s {
     struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` */
     uint8_t armed;              /* both lists end in shoal_trap_end */
+    uint16_t gap_len;           /* the list the gap was last measured on */
+    uint64_t gap;               /* blocks to pass from its head; UINT64_MAX: draw */
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
@@ -305,14 +307,18 @@ void shoal_page_collect(shoal_page_t *pg);
  * Where the sample falls: each allocation from a page of block size s is
  * sampled with probability p = 1 - exp(-s / rate), independently
  * (samples.h), so the next one sampled is the one after a geometric gap
- * (shoal_prof_gap), counted from the head of `free`.  Whenever `free`
- * changes other than by malloc's pops (a refill from local_free, new
- * blocks carved, a collect) the trap is taken out and placed again from
- * a fresh gap, which the process's lack of memory allows.  A gap as long
- * as the list places nothing: the end trap comes first and draws again.
+ * (shoal_prof_gap), counted from the head of `free`.  A gap as long as
+ * the list places nothing: when the end trap comes, every block of the
+ * list was handed out, and the gap goes on into the next list shortened
+ * by the list's length (no draw: most end traps cost a subtraction).
+ * Where `free` changes on a slow path (new blocks carved, a collect), the
+ * gap goes on too, less the blocks malloc popped since it was placed (the
+ * list's length then, less its length now).  Only a sample draws a new
+ * gap, for the allocations after it (the process has no memory).
  * The length of `free` is known without a walk where it is placed (after
  * a refill or a collect local_free is empty, so it is capacity - used);
  * the walk to place a trap goes only as far as the gap, once a sample.
+ * A page armed, or sampled from while profiling was off, draws anew.
  *
  * A heap arms the page it makes the head of a queue while profiling is
  * on (thread/page_queue.c); a page stays armed until it stops being a
@@ -351,8 +357,37 @@ enum shoal_trap {
     SHOAL_TRAP_EMPTY,   /* neither list has a block: find another page */
 };
 
-/* malloc found a trap at the head of pg's `free` (owner). */
-enum shoal_trap shoal_page_trap(shoal_page_t *pg);
+/* The sample trap came, and where the one after it stands (owner). */
+enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg);
+
+/* Place the sample trap `gap` blocks into `free`, of `len` blocks
+ * (UINT64_MAX: a fresh gap). */
+void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap);
+
+/* malloc found a trap at the head of pg's `free` (owner).  The end trap
+ * inline, for it comes once a list: local_free becomes `free`, and where
+ * the gap goes past its end (mostly) nothing else happens. */
+static inline enum shoal_trap shoal_page_trap(shoal_page_t *pg)
+{
+    if (pg->free == &shoal_trap_sample)
+        return shoal_page_trap_sample(pg);
+    if (shoal_list_ended(pg->local_free))
+        return SHOAL_TRAP_EMPTY;
+    pg->free = pg->local_free;
+    pg->local_free = &shoal_trap_end;
+    pg->free_is_zero = 0;       /* freed blocks hold old data */
+    /* The list that ran out placed no trap (one it placed came before its
+     * end): all its gap_len blocks went out unsampled. */
+    unsigned len = atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used;
+    uint64_t gap = pg->gap;
+    if (gap != UINT64_MAX && gap - pg->gap_len >= len) {
+        pg->gap = gap - pg->gap_len;
+        pg->gap_len = (uint16_t)len;
+        return SHOAL_TRAP_READY;
+    }
+    shoal_page_trap_place(pg, len, gap != UINT64_MAX ? gap - pg->gap_len : UINT64_MAX);
+    return SHOAL_TRAP_READY;
+}
 
 /* For an allocation the sample trap at the head of `free` would sample
  * but cannot (no stack to be had): hand out the block it stands before

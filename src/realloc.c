@@ -5,25 +5,28 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
-#include "core/samples.h"
+#include "profile.h"
 #include "thread/large_cache.h"
 
 /* In place if the block allows: a page block kept while it wastes less
  * than half (free_sized knows), a large or huge block that can shrink or
- * grow where it is.  NULL if it must move. */
+ * grow where it is.  NULL if it must move.  A large or huge block
+ * resized in place is, to heap profiling, a free and a malloc of the new
+ * size: its sample, if it had one, goes, and the new size is drawn (a
+ * page block kept keeps its usable size, and its sample). */
 static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n)
 {
     if (c->kind == SHOAL_PTR_BLOCK)
         return shoal_fits_without_waste(old, n) ? p : NULL;
-    if (c->sampled)             /* its sample is of its size: a new block, maybe sampled */
-        return NULL;
     unsigned order;
     enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
-    if (c->kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE)
-        return shoal_heap_large_resize(c->pg, n);
-    if (c->kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE)
-        return shoal_huge_realloc(c->huge, n);
-    return NULL;
+    bool large = c->kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE;
+    if (!large && !(c->kind == SHOAL_PTR_HUGE && t == SHOAL_TIER_HUGE))
+        return NULL;
+    if (c->sampled)
+        shoal_prof_unsample(p, c);
+    void *q = large ? shoal_heap_large_resize(c->pg, n) : shoal_huge_realloc(c->huge, n);
+    return shoal_prof_after_big(q);
 }
 
 SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)

@@ -41,6 +41,16 @@ SHOAL_ALLOC_PATH void *shoal_prof_sample_block(unsigned cls, bool zero)
     return shoal_sampled_alloc(cls, zero, rate, pcs, depth);
 }
 
+/* Mark the large or huge block c sampled, or no more: its free takes the
+ * slow way while it is. */
+static void mark_sampled(const shoal_ptr_t *c, bool sampled)
+{
+    if (c->kind == SHOAL_PTR_LARGE)
+        shoal_large_mark_sampled(c->pg, sampled);
+    else
+        shoal_huge_mark_sampled(c->huge, sampled);
+}
+
 SHOAL_ALLOC_PATH void shoal_prof_sample_big(void *p)
 {
     size_t rate = shoal_prof_rate();
@@ -62,10 +72,7 @@ SHOAL_ALLOC_PATH void shoal_prof_sample_big(void *p)
     shoal_prof_lock();
     shoal_prof_record(p, size, rate, pcs, depth);
     shoal_prof_unlock();
-    if (c.kind == SHOAL_PTR_LARGE)
-        shoal_large_mark_sampled(c.pg, true);
-    else
-        shoal_huge_mark_sampled(c.huge, true);
+    mark_sampled(&c, true);
 }
 
 void shoal_prof_unsample(const void *p, const shoal_ptr_t *c)
@@ -73,10 +80,7 @@ void shoal_prof_unsample(const void *p, const shoal_ptr_t *c)
     shoal_prof_lock();
     shoal_prof_forget(p);
     shoal_prof_unlock();
-    if (c->kind == SHOAL_PTR_LARGE)
-        shoal_large_mark_sampled(c->pg, false);
-    else
-        shoal_huge_mark_sampled(c->huge, false);
+    mark_sampled(c, false);
 }
 
 /* ---- writing a profile ------------------------------------------------

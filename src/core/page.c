@@ -108,10 +108,9 @@ static void untrap(shoal_page_t *pg)
     pg->trap_next = NULL;
 }
 
-/* Place the sample trap in `free`, which holds `len` blocks, `gap`
- * blocks from its head (UINT64_MAX: a fresh gap); nothing while
- * profiling is off, or if the gap is as long as the list. */
-static void place_trap(shoal_page_t *pg, unsigned len, uint64_t gap)
+/* Nothing while profiling is off, or if the gap is as long as the list
+ * (page.h). */
+void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap)
 {
     size_t rate = shoal_prof_rate();
     if (rate == 0) {
@@ -182,7 +181,7 @@ static uint64_t untrap_gap(shoal_page_t *pg)
 /* `free` changed in an armed page: the trap again, `gap` on. */
 static void retrap(shoal_page_t *pg, uint64_t gap)
 {
-    place_trap(pg, free_count(pg), gap);
+    shoal_page_trap_place(pg, free_count(pg), gap);
 }
 
 /* The block of the list `head` whose link is `end`, and in *n the
@@ -220,18 +219,13 @@ void shoal_page_arm(shoal_page_t *pg)
     retrap(pg, UINT64_MAX);
 }
 
-void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap)
-{
-    place_trap(pg, len, gap);
-}
-
 enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg)
 {
     /* The allocation at hand is the one sampled; the block the trap stood
      * for heads the list again, and a new gap counts from it. */
     pg->free = pg->trap_next;
     pg->trap_next = NULL;
-    place_trap(pg, pg->trap_rest, UINT64_MAX);
+    shoal_page_trap_place(pg, pg->trap_rest, UINT64_MAX);
     return SHOAL_TRAP_SAMPLE;
 }
 
@@ -300,20 +294,17 @@ void shoal_page_collect(shoal_page_t *pg)
         return;
     }
     shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
-    uint64_t gap = 0;
-    if (pg->armed) {
+    if (pg->armed)
         untrap(pg);
-        gap = pg->gap;
-    }
+    unsigned free_len = 0;
     if (pg->free != end) {
         unsigned n_local;
         shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
         tail->link = shoal_encode(pg, pg->free);
-        if (gap != UINT64_MAX && pg->armed)     /* less what malloc popped since */
-            gap = gap_after(pg, free_count_with(pg, n_local));
-    } else if (gap != UINT64_MAX && pg->armed) {
-        gap = gap_after(pg, 0);
+        free_len = free_count_with(pg, n_local);
     }
+    /* The gap goes on, less what malloc popped since it was placed. */
+    uint64_t gap = pg->gap == UINT64_MAX ? UINT64_MAX : gap_after(pg, free_len);
     pg->free = pg->local_free;
     pg->local_free = end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */

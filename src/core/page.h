@@ -360,8 +360,8 @@ enum shoal_trap {
 /* The sample trap came, and where the one after it stands (owner). */
 enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg);
 
-/* Place the sample trap `gap` blocks into `free`, of `len` blocks
- * (UINT64_MAX: a fresh gap). */
+/* Place the sample trap `gap` blocks into `free`, which holds `len`
+ * blocks (UINT64_MAX: a fresh gap). */
 void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap);
 
 /* malloc found a trap at the head of pg's `free` (owner).  The end trap

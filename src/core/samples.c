@@ -146,16 +146,6 @@ bool shoal_prof_lock_from_signal(void)
     return true;
 }
 
-void shoal_prof_fork_prepare(void)
-{
-    shoal_prof_lock();
-}
-
-void shoal_prof_fork_release(void)
-{
-    shoal_prof_unlock();
-}
-
 /* ---- the table ---------------------------------------------------------
  * Records and sites come from mappings of shoal's own, never from malloc,
  * and are never given back: freed records are reused, sites (one per

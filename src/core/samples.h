@@ -59,7 +59,8 @@ uint64_t shoal_prof_interval(size_t rate);
  * unwinder). */
 unsigned shoal_prof_backtrace(void **pcs);
 
-/* The lock over the table (and the sampled heap, thread/sampled.h). */
+/* The lock over the table (and the sampled heap, thread/sampled.h); fork
+ * holds it across (thread/fork.c): the child inherits the table. */
 void shoal_prof_lock(void);
 void shoal_prof_unlock(void);
 
@@ -92,10 +93,5 @@ typedef struct shoal_prof_site_s {
 /* Call fn for every stack that ever allocated a sample (holding the
  * lock). */
 void shoal_prof_each_site(void (*fn)(const shoal_prof_site_t *, void *), void *arg);
-
-/* fork(): the child of a fork inherits the table; the lock is held
- * across the fork. */
-void shoal_prof_fork_prepare(void);
-void shoal_prof_fork_release(void);
 
 #endif

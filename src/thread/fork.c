@@ -31,7 +31,7 @@ static void prepare(void)
     locked = !__libc_single_threaded;
     if (!locked)
         return;
-    shoal_prof_fork_prepare();  /* first: a sample takes pool and heap locks inside it */
+    shoal_prof_lock();          /* first: a sample takes pool and heap locks inside it */
     shoal_heap_fork_prepare();
     shoal_huge_fork_prepare();
     shoal_pool_fork_prepare();
@@ -41,7 +41,7 @@ static void release(void)
 {
     shoal_pool_fork_release();
     shoal_huge_fork_release();
-    shoal_prof_fork_release();
+    shoal_prof_unlock();
 }
 
 static void parent(void)

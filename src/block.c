@@ -23,12 +23,12 @@ shoal_ptr_t shoal_classify(const void *p)
             c.kind = SHOAL_PTR_LARGE;
             c.sampled = pg->kind == SHOAL_SLOT_LARGE_SAMPLED;
         }
-    } else if (k == SHOAL_CHUNK_HUGE || k == SHOAL_CHUNK_HUGE_BEHIND ||
-               k == SHOAL_CHUNK_HUGE_SAMPLED) {
+    } else if (shoal_chunk_base_kind(k) == SHOAL_CHUNK_HUGE ||
+               shoal_chunk_base_kind(k) == SHOAL_CHUNK_HUGE_BEHIND) {
         c.huge = shoal_huge_of(p, k);
         if (c.huge != NULL) {
             c.kind = SHOAL_PTR_HUGE;
-            c.sampled = c.huge->sampled;
+            c.sampled = (k & SHOAL_CHUNK_SAMPLED) != 0;
         }
     } else if (p == NULL) {
         c.kind = SHOAL_PTR_NULL;

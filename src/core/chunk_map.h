@@ -18,9 +18,16 @@ enum shoal_chunk_kind {
     SHOAL_CHUNK_HUGE,          /* a huge block starts here; header at the chunk base */
     SHOAL_CHUNK_HUGE_BEHIND,   /* a huge block starts at this chunk's base;
                                   its header is at the base of the chunk below */
-    SHOAL_CHUNK_HUGE_SAMPLED,  /* as HUGE, for a block heap profiling sampled:
-                                  free's fast path leaves it to the slow one */
+    /* Or'd onto HUGE or HUGE_BEHIND: heap profiling sampled the block,
+     * so free's fast path (HUGE only) leaves it to the slow one. */
+    SHOAL_CHUNK_SAMPLED = 4,
 };
+
+/* The kind without the sampled bit. */
+static inline enum shoal_chunk_kind shoal_chunk_base_kind(enum shoal_chunk_kind k)
+{
+    return (enum shoal_chunk_kind)(k & ~SHOAL_CHUNK_SAMPLED);
+}
 
 #define SHOAL_CHUNKS ((size_t)1 << (SHOAL_ADDR_BITS - SHOAL_SP_SHIFT))
 

@@ -158,21 +158,14 @@ static void *map_block(char *base, size_t size, size_t align, size_t need_zero_b
     h->map_size = size;
     h->user = user;
     h->usable = size - off;
-    /* h->sampled is left as it is: false in a new mapping, and taken back
-     * by the free of a sampled block before its mapping is kept for
-     * reuse.  (Where a mapping reused at another alignment puts the
-     * header over old data, a stale true only sends the free the slow
-     * way, which forgets no sample and clears it.) */
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
     return user;
 }
 
 void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled)
 {
-    h->sampled = sampled;
-    /* A block laid out for a large alignment takes the slow way anyway. */
-    if (shoal_chunk_of(h->user) != SHOAL_CHUNK_HUGE_BEHIND)
-        shoal_chunk_set(h->user, sampled ? SHOAL_CHUNK_HUGE_SAMPLED : SHOAL_CHUNK_HUGE);
+    enum shoal_chunk_kind k = shoal_chunk_base_kind(shoal_chunk_of(h->user));
+    shoal_chunk_set(h->user, sampled ? (enum shoal_chunk_kind)(k | SHOAL_CHUNK_SAMPLED) : k);
 }
 
 /* Map `size` bytes at `align` for a huge block, charged to the committed
@@ -233,8 +226,9 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
 shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k)
 {
     char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
-    shoal_huge_t *h = (shoal_huge_t *)(k == SHOAL_CHUNK_HUGE_BEHIND ? chunk - SHOAL_SP_SIZE
-                                                                   : chunk);
+    shoal_huge_t *h = (shoal_huge_t *)(shoal_chunk_base_kind(k) == SHOAL_CHUNK_HUGE_BEHIND
+                                           ? chunk - SHOAL_SP_SIZE
+                                           : chunk);
     return h->user == p ? h : NULL;
 }
 

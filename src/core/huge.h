@@ -21,7 +21,6 @@ typedef struct shoal_huge_s {
     size_t map_size;
     char *user;                 /* the block handed out */
     size_t usable;
-    bool sampled;               /* by heap profiling (its chunk: HUGE_SAMPLED) */
 } shoal_huge_t;
 
 void *shoal_huge_alloc(size_t size, size_t align, bool zero);
@@ -84,8 +83,8 @@ shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k);
 void shoal_huge_free(shoal_huge_t *h);
 
 /* Heap profiling sampled the live block h, or forgets it before its
- * free: the chunk map sends its free the slow way while it is sampled
- * (the holder of the block). */
+ * free: the chunk map's sampled bit sends its free the slow way (the
+ * holder of the block). */
 void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled);
 
 /* Whether p was a huge block that is now freed and cached (for naming a

@@ -8,8 +8,7 @@
 set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config  # build
-       libck-dev liburcu-dev                         # ConcurrencyKit, liburcu (headers)
-       libunwind-dev)                                # heap profiles' stacks (libunwind.so.8)
+       libck-dev liburcu-dev)                        # ConcurrencyKit, liburcu (headers)
 bench=(python3 python3-matplotlib procps             # bench/run, its charts
        redis-server redis-tools                      # workload 9
        libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)     # the peers

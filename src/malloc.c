@@ -3,8 +3,8 @@
  *
  * malloc's fast path: TLS heap -> the page of the request's size (the
  * direct table up to 1 KiB, the class's queue head above) -> pop its
- * free list.  No atomics, no locks, no NULL test (an empty queue holds a
- * static empty page whose free list is NULL), no stack frame.  Large
+ * free list.  No atomics, no locks, no stack frame; an empty queue
+ * holds a static empty page whose lists are empty.  Large
  * blocks pop the heap's stack of their order, huge ones take the
  * thread's huge slot; everything else is alloc_generic.
  */
@@ -21,7 +21,7 @@
 #include "thread/sampled.h"
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
-static void *free_list_stop(shoal_page_t *pg, bool zero);
+static void *free_list_stop(shoal_page_t *pg, size_t n, bool zero);
 
 /* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
 static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
@@ -31,10 +31,12 @@ static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *
     return b;
 }
 
-static inline void *page_pop(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
+/* Pop the head of pg's free list for a request of n bytes. */
+static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
+    shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return free_list_stop(pg, false);
+        return free_list_stop(pg, n, false);
     return page_take(h, pg, b);
 }
 
@@ -56,11 +58,11 @@ static void touch_pages(shoal_block_t *b, size_t n)
  * link where the page's free blocks read as zero (fresh memory: the link
  * and the mark were the only writes, and page_take clears the mark).
  * Every call out is a tail call, so the fast path needs no frame. */
-static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
+static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return free_list_stop(pg, true);
+        return free_list_stop(pg, n, true);
     bool zero = pg->free_is_zero;
     page_take(h, pg, b);
     if (!zero)
@@ -71,39 +73,55 @@ static inline void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
     return b;
 }
 
-/* malloc found at the head of pg's free list a block that is not a free
- * block of the page: one of heap profiling's traps (core/page.h), or a
- * link or freed mark that was overwritten - reported, and the call
- * served, zeroed, from elsewhere (ON_ERROR=warn).  A trap samples the
- * allocation at hand (from the sampled heap: thread/sampled.h), or
- * refills the list, or finds it empty. */
-static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_page_t *pg,
-                                                                             bool zero)
+/* The rest of free_list_stop (below): the end trap of a list whose
+ * successor needs the sample trap placed, the sample trap itself, which
+ * samples the allocation at hand (from the sampled heap:
+ * thread/sampled.h), or a link or freed mark that was overwritten -
+ * reported, and the call served, zeroed, from elsewhere
+ * (ON_ERROR=warn). */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(shoal_page_t *pg,
+                                                                             size_t n, bool zero)
 {
     shoal_heap_t *h = shoal_tl_heap;
-    if (!shoal_page_trapped(pg)) {
-        shoal_page_broken(pg);
-        return alloc_generic(pg->block_size, SHOAL_ALIGN, true);
-    }
-    switch (shoal_page_trap(pg)) {
-    case SHOAL_TRAP_SAMPLE: {
+    if (pg->free == &shoal_trap_end) {
+        shoal_page_take_local_armed(pg);        /* it holds blocks: free_list_stop saw */
+    } else if (pg->free == &shoal_trap_sample) {
+        shoal_page_trap_sample(pg);
         void *p = shoal_prof_sample_block(pg->size_class, zero);
         if (p != NULL)
             return p;
-        /* No stack to be had (a malloc inside the unwinder): the block
-         * the trap stands before, unsampled. */
+        /* No stack to be had, or profiling just went off: the block the
+         * trap stands before, unsampled. */
         shoal_block_t *b = shoal_page_take_trapped(pg);
-        if (b == NULL)
-            break;
-        shoal_count(&h->stats.allocs[pg->size_class], 1);
-        return zero ? memset(b, 0, pg->block_size) : b;
+        if (b != NULL) {
+            shoal_count(&h->stats.allocs[pg->size_class], 1);
+            return zero ? memset(b, 0, pg->block_size) : b;
+        }
+    } else {
+        shoal_page_broken(pg);
+        return alloc_generic(n, SHOAL_ALIGN, true);
     }
-    case SHOAL_TRAP_READY:
-        break;
-    case SHOAL_TRAP_EMPTY:
-        return alloc_generic(pg->block_size, SHOAL_ALIGN, zero);
+    return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
+}
+
+/* malloc found at the head of pg's free list a block that is not a free
+ * block of the page.  Mostly the end trap of an armed page's list
+ * (core/page.h), which comes once a list: local_free becomes the list,
+ * and where the next sample falls further on, that is all - the case
+ * kept short here; an empty page, the sample trap and a broken list are
+ * above. */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_page_t *pg,
+                                                                             size_t n, bool zero)
+{
+    if (shoal_likely(pg->free == &shoal_trap_end)) {
+        if (shoal_page_local_empty(pg))
+            return alloc_generic(n, SHOAL_ALIGN, zero);
+        if (shoal_page_take_local_untrapped(pg)) {
+            shoal_heap_t *h = shoal_tl_heap;
+            return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
+        }
     }
-    return zero ? page_pop_zero(h, pg, pg->block_size) : page_pop(h, pg, pg->free);
+    return trap_or_broken(pg, n, zero);
 }
 
 /* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
@@ -125,7 +143,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         if (pg == NULL)
             return NULL;
         shoal_heap_t *h = shoal_tl_heap;        /* made by find_page on first use */
-        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, pg->free);
+        return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
     }
     case SHOAL_TIER_LARGE:
         return shoal_prof_after_big(shoal_heap_large_alloc(n, align, zero));
@@ -193,11 +211,12 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
     } else {
         return alloc_huge(h, n);
     }
-    shoal_block_t *b = pg->free;
-    if (shoal_likely(b != NULL))
-        return page_pop(h, pg, b);
-    if (pg->local_free != NULL)         /* ran dry: refill from this thread's frees */
-        return page_pop(h, pg, shoal_page_take_local(pg));
+    if (shoal_likely(pg->free != NULL))
+        return page_pop(h, pg, n);
+    if (pg->local_free != NULL) {       /* ran dry: refill from this thread's frees */
+        shoal_page_take_local(pg);
+        return page_pop(h, pg, n);
+    }
     return alloc_generic(n, SHOAL_ALIGN, false);
 }
 

@@ -219,14 +219,11 @@ void shoal_page_arm(shoal_page_t *pg)
     retrap(pg, UINT64_MAX);
 }
 
-enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg)
+void shoal_page_trap_sample(shoal_page_t *pg)
 {
-    /* The allocation at hand is the one sampled; the block the trap stood
-     * for heads the list again, and a new gap counts from it. */
     pg->free = pg->trap_next;
     pg->trap_next = NULL;
     shoal_page_trap_place(pg, pg->trap_rest, UINT64_MAX);
-    return SHOAL_TRAP_SAMPLE;
 }
 
 shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
@@ -293,21 +290,22 @@ void shoal_page_collect(shoal_page_t *pg)
         shoal_page_take_local(pg);
         return;
     }
+    if (pg->free == &shoal_trap_end) {  /* the same, armed */
+        shoal_page_take_local_armed(pg);
+        return;
+    }
     shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
     if (pg->armed)
         untrap(pg);
-    unsigned free_len = 0;
-    if (pg->free != end) {
-        unsigned n_local;
-        shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
-        tail->link = shoal_encode(pg, pg->free);
-        free_len = free_count_with(pg, n_local);
-    }
+    unsigned n_local;
+    shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
+    tail->link = shoal_encode(pg, pg->free);
+    unsigned free_len = free_count_with(pg, n_local);
     /* The gap goes on, less what malloc popped since it was placed. */
     uint64_t gap = pg->gap == UINT64_MAX ? UINT64_MAX : gap_after(pg, free_len);
     pg->free = pg->local_free;
     pg->local_free = end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
     if (pg->armed)
-        retrap(pg, gap);
+        shoal_page_trap_place(pg, free_len + n_local, gap);
 }

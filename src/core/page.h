@@ -351,42 +351,50 @@ static inline bool shoal_page_trapped(const shoal_page_t *pg)
 /* End both lists in the end trap and place the sample trap (owner). */
 void shoal_page_arm(shoal_page_t *pg);
 
-enum shoal_trap {
-    SHOAL_TRAP_SAMPLE,  /* sample the allocation at hand; `free` is as it was */
-    SHOAL_TRAP_READY,   /* pop again: `free` has been refilled */
-    SHOAL_TRAP_EMPTY,   /* neither list has a block: find another page */
-};
-
-/* The sample trap came, and where the one after it stands (owner). */
-enum shoal_trap shoal_page_trap_sample(shoal_page_t *pg);
+/* The sample trap came: the allocation at hand is the one sampled, and
+ * the block the trap stood for heads `free` again, with a new trap a
+ * new gap on (owner). */
+void shoal_page_trap_sample(shoal_page_t *pg);
 
 /* Place the sample trap `gap` blocks into `free`, which holds `len`
  * blocks (UINT64_MAX: a fresh gap). */
 void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap);
 
-/* malloc found a trap at the head of pg's `free` (owner).  The end trap
- * inline, for it comes once a list: local_free becomes `free`, and where
- * the gap goes past its end (mostly) nothing else happens. */
-static inline enum shoal_trap shoal_page_trap(shoal_page_t *pg)
+/* local_free becomes `free` in an armed page (owner). */
+static inline void shoal_page_local_to_free(shoal_page_t *pg)
 {
-    if (pg->free == &shoal_trap_sample)
-        return shoal_page_trap_sample(pg);
-    if (shoal_list_ended(pg->local_free))
-        return SHOAL_TRAP_EMPTY;
     pg->free = pg->local_free;
     pg->local_free = &shoal_trap_end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
-    /* The list that ran out placed no trap (one it placed came before its
-     * end): all its gap_len blocks went out unsampled. */
+}
+
+/* `free` of an armed page came to the end trap: if local_free holds
+ * blocks and the gap goes past them too (mostly: the list that ran out
+ * placed no trap, so all its gap_len blocks went out unsampled), they
+ * become `free`, and nothing else happens; true if so (owner).  Inline,
+ * for it comes once a list. */
+static inline bool shoal_page_take_local_untrapped(shoal_page_t *pg)
+{
     unsigned len = atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used;
-    uint64_t gap = pg->gap;
-    if (gap != UINT64_MAX && gap - pg->gap_len >= len) {
-        pg->gap = gap - pg->gap_len;
-        pg->gap_len = (uint16_t)len;
-        return SHOAL_TRAP_READY;
-    }
-    shoal_page_trap_place(pg, len, gap != UINT64_MAX ? gap - pg->gap_len : UINT64_MAX);
-    return SHOAL_TRAP_READY;
+    uint64_t gap = pg->gap - pg->gap_len;
+    if (shoal_list_ended(pg->local_free) || pg->gap == UINT64_MAX || gap < len)
+        return false;
+    shoal_page_local_to_free(pg);
+    pg->gap = gap;
+    pg->gap_len = (uint16_t)len;
+    return true;
+}
+
+/* The same where the gap may end among local_free's blocks, or none was
+ * drawn: the sample trap is placed (local_free holds blocks). */
+static inline void shoal_page_take_local_armed(shoal_page_t *pg)
+{
+    if (shoal_page_take_local_untrapped(pg))
+        return;
+    uint64_t gap = pg->gap != UINT64_MAX ? pg->gap - pg->gap_len : UINT64_MAX;
+    shoal_page_local_to_free(pg);
+    shoal_page_trap_place(pg, atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used,
+                          gap);
 }
 
 /* For an allocation the sample trap at the head of `free` would sample

@@ -3,49 +3,23 @@
 #define _GNU_SOURCE
 #include "samples.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <string.h>
 #include "layout.h"
 #include "message.h"
 #include "sync.h"
 #include "../os/os.h"
+#include "../os/unwind.h"
 
 _Atomic size_t shoal_prof_rate_now;
 
-/* ---- the unwinder ------------------------------------------------------
- * libunwind's unw_backtrace: it walks the DWARF unwind tables, so it
- * gives whole stacks of programs built without frame pointers (Debian's
- * are), it keeps its caches in memory of its own (mmap), and it takes no
- * lock of its own that fork or a signal could leave held.  It is loaded
- * with dlopen and RTLD_LOCAL, never linked: libunwind.so also defines
- * _Unwind_RaiseException and backtrace, which would otherwise take over
- * the C++ exceptions and the backtraces of every program shoal is
- * preloaded into. */
-typedef int unw_backtrace_fn(void **pcs, int size);
-static unw_backtrace_fn *_Atomic unwinder;
-static __thread bool tl_unwinding __attribute__((tls_model("initial-exec")));
-
-static bool load_unwinder(void)
-{
-    if (atomic_load_explicit(&unwinder, memory_order_acquire) != NULL)
-        return true;
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    unw_backtrace_fn *fn = lib != NULL ? (unw_backtrace_fn *)dlsym(lib, "unw_backtrace") : NULL;
-    if (fn == NULL) {
-        shoal_warning("heap profiling needs libunwind.so.8 (Debian: libunwind8), which "
-                      "cannot be loaded: profiling stays off");
-        return false;
-    }
-    /* Release: a thread that finds the function finds the library set up. */
-    atomic_store_explicit(&unwinder, fn, memory_order_release);
-    return true;
-}
-
 bool shoal_prof_set_rate(size_t rate)
 {
-    if (rate != 0 && !load_unwinder())
+    if (rate != 0 && !shoal_os_unwind_supported()) {
+        shoal_warning("heap profiling needs x86-64 and glibc 2.35 or later (for its stack "
+                      "walk), which this build lacks: profiling stays off");
         return false;
+    }
     atomic_store_explicit(&shoal_prof_rate_now, rate, memory_order_relaxed);
     return true;
 }
@@ -66,19 +40,14 @@ static bool on_alloc_path(const void *pc)
 
 unsigned shoal_prof_backtrace(void **pcs)
 {
-    unw_backtrace_fn *fn = atomic_load_explicit(&unwinder, memory_order_acquire);
-    if (fn == NULL || tl_unwinding)
-        return 0;
     void *raw[SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES];
-    tl_unwinding = true;
-    int n = fn(raw, SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES);
-    tl_unwinding = false;
-    int from = 0;
-    for (int i = 0; i < n && i < SHOAL_PROF_OWN_FRAMES; i++)
+    unsigned n = shoal_os_unwind(raw, SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES);
+    unsigned from = 0;
+    for (unsigned i = 0; i < n && i < SHOAL_PROF_OWN_FRAMES; i++)
         if (on_alloc_path(raw[i]))
             from = i + 1;
     unsigned depth = 0;
-    for (int i = from; i < n && depth < SHOAL_PROF_DEPTH; i++)
+    for (unsigned i = from; i < n && depth < SHOAL_PROF_DEPTH; i++)
         pcs[depth++] = raw[i];
     return depth;
 }

@@ -39,9 +39,8 @@ static inline size_t shoal_prof_rate(void)
     return atomic_load_explicit(&shoal_prof_rate_now, memory_order_relaxed);
 }
 
-/* Turn sampling on at `rate` bytes (loading the unwinder the first time:
- * false, with a warning, if it cannot be loaded), or off with 0.  Never
- * from inside malloc: the unwinder is loaded with dlopen. */
+/* Turn sampling on at `rate` bytes (false, with a warning, where this
+ * build has no stack walk: os/unwind.h), or off with 0. */
 bool shoal_prof_set_rate(size_t rate);
 
 /* Blocks of `size` bytes to let pass before the next one sampled: the
@@ -54,9 +53,8 @@ uint64_t shoal_prof_gap(size_t size, size_t rate);
 uint64_t shoal_prof_interval(size_t rate);
 
 /* The calling thread's stack into pcs, from the first frame outside
- * shoal (the caller of malloc); returns the depth, 0 if there is no
- * unwinder or this thread is capturing already (a malloc inside the
- * unwinder). */
+ * shoal (the caller of malloc); returns the depth (0 where the walk
+ * found no frame outside shoal). */
 unsigned shoal_prof_backtrace(void **pcs);
 
 /* The lock over the table (and the sampled heap, thread/sampled.h); fork

@@ -1,0 +1,29 @@
+/* unwind.h - the calling thread's stack, for heap profiles.
+ *
+ * shoal's own unwinder for x86-64 Linux: it reads the DWARF call frame
+ * information of the .eh_frame sections that every object built for
+ * this ABI carries (programs without frame pointers, as Debian builds
+ * them, included), finds an object's section with glibc's
+ * _dl_find_object, and keeps what it derives for each return address in
+ * one table for the whole process.  Inside malloc that matters: it
+ * allocates nothing, takes no lock (the table is read and written with
+ * atomics only), so neither a fork nor a signal can leave anything of it
+ * held, and a thread's first stack costs what its thousandth does (no
+ * per-thread cache to build, as libunwind's unw_backtrace builds one of
+ * 256 KiB for every thread it walks). */
+#ifndef SHOAL_UNWIND_H
+#define SHOAL_UNWIND_H
+
+#include <stdbool.h>
+
+/* Whether this build has the unwinder (x86-64 with glibc 2.35 or later). */
+bool shoal_os_unwind_supported(void);
+
+/* Up to `max` return addresses of the calling thread's stack, the
+ * caller's first; returns how many.  The walk stops at the outermost
+ * frame, or early at a frame it cannot read: code with no call frame
+ * information (generated at run time), a signal frame, a frame whose
+ * rules are DWARF expressions. */
+unsigned shoal_os_unwind(void **pcs, unsigned max);
+
+#endif

@@ -29,6 +29,27 @@ static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n
     return shoal_prof_after_big(q);
 }
 
+/* A block that must move to grow: a large one starts a block of four
+ * times its size (where the largest order allows) whose rest goes
+ * straight back, so that a buffer grown by doubling grows in place the
+ * next two times, rather than finding wherever the pool has a block of
+ * its order, which is seldom aligned for a doubling.  The rest is free
+ * in the pool for anyone meanwhile: no memory is kept for the growth. */
+static void *alloc_to_grow(size_t n)
+{
+    unsigned cls;
+    if (shoal_tier_of(n, SHOAL_ALIGN, &cls) != SHOAL_TIER_LARGE)
+        return alloc_malloc(n);
+    unsigned room = shoal_large_order(n) + 2;
+    if (room > SHOAL_MAX_ORDER)
+        room = SHOAL_MAX_ORDER;
+    void *q = shoal_heap_large_alloc(n, SHOAL_SLOT_SIZE << room, false);
+    if (q == NULL)
+        return alloc_malloc(n);
+    shoal_heap_large_resize(shoal_span_of(q), n);
+    return shoal_prof_after_big(q);
+}
+
 SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
 {
     if (p == NULL)
@@ -44,7 +65,7 @@ SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
     errno = saved;
     if (q != NULL)
         return q;
-    q = alloc_malloc(n);
+    q = n > old ? alloc_to_grow(n) : alloc_malloc(n);
     if (q == NULL)
         return NULL;            /* p is untouched */
     memcpy(q, p, n < old ? n : old);

@@ -576,6 +576,39 @@ static void test_realloc_large_in_place(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
 }
 
+/* A buffer grown by doubling through the large tier moves into it once,
+ * and then at most once more on its way to 2 MiB (a block that must move
+ * to grow starts four times its size, the rest given back), with blocks
+ * of every order live around it; its contents survive every step. */
+static void test_realloc_doubling_grows_in_place(void **state)
+{
+    (void)state;
+    enum { AROUND = 12 };
+    void *around[AROUND];
+    for (int i = 0; i < AROUND; i++) {
+        around[i] = alloc_malloc((size_t)(70 + 97 * i) * KiB);
+        assert_non_null(around[i]);
+    }
+    uint64_t seed = 4000;
+    for (int cycle = 0; cycle < 20; cycle++) {
+        size_t n = 4096;
+        void *p = alloc_malloc(n);
+        fill_pat(p, n, seed);
+        int large_moves = 0;
+        while (n * 2 <= 2 * MiB) {
+            void *q = realloc_checked(p, n, n * 2, &seed);
+            if (q != p && n > SHOAL_MEDIUM_MAX)
+                large_moves++;
+            p = q;
+            n *= 2;
+        }
+        assert_true(large_moves <= 1);
+        alloc_free(p);
+    }
+    for (int i = 0; i < AROUND; i++)
+        alloc_free(around[i]);
+}
+
 /* A freed large block stays with the thread that freed it, on a stack of
  * its order: the next malloc of that order gets it back (contents of the
  * new owner checked), the stack holds at most 2 MiB in all, and a block
@@ -1266,6 +1299,7 @@ int main(void)
         cmocka_unit_test(test_realloc_keeps_contents),
         cmocka_unit_test(test_realloc_huge_grows),
         cmocka_unit_test(test_realloc_large_in_place),
+        cmocka_unit_test(test_realloc_doubling_grows_in_place),
         cmocka_unit_test(test_large_cache),
         cmocka_unit_test(test_realloc_failure_leaves_block),
         cmocka_unit_test(test_max_memory_enomem),

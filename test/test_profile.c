@@ -461,6 +461,55 @@ static void test_off(void **state)
     alloc_option_set(ALLOC_OPTION_PROF, 0);
 }
 
+static size_t slots_used(void)
+{
+    alloc_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st.pool_slots_used;
+}
+
+static void assert_all(const char *b, size_t n, char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != v)
+            fail_msg("byte %zu of %zu changed", i, n);
+}
+
+/* While profiling is on, a heap's large blocks go by the slow paths (to
+ * be counted for sampling), and its cache of freed ones still serves
+ * them: a freed block comes back to the next malloc of its order, the
+ * same address, with its new contents kept; turned off, the cache is
+ * the fast paths' again, with the block in it. */
+static void test_large_cache_while_profiling(void **state)
+{
+    (void)state;
+    profiling(512 << 10);
+    alloc_collect(true);
+    char *p = alloc_malloc(200 << 10);          /* order 2: 256 KiB */
+    assert_non_null(p);
+    memset(p, 1, 200 << 10);
+    size_t used = slots_used();
+    alloc_free(p);
+    assert_int_equal(slots_used(), used);      /* kept by the cache, not given back */
+    char *q = alloc_malloc(129 << 10);
+    assert_ptr_equal(q, p);
+    assert_int_equal(alloc_usable_size(q), 256 << 10);
+    memset(q, 2, 256 << 10);
+    assert_all(q, 256 << 10, 2);
+    alloc_free(q);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF, 0), 0);
+    char *r = alloc_malloc(150 << 10);
+    assert_ptr_equal(r, p);
+    memset(r, 3, 150 << 10);
+    assert_all(r, 150 << 10, 3);
+    alloc_free(r);
+    assert_int_equal(slots_used(), used);
+    alloc_collect(true);                        /* now it goes */
+    assert_true(slots_used() + 4 <= used);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_fork_while_sampling),
         cmocka_unit_test(test_every_allocation_sampled),
         cmocka_unit_test(test_off),
+        cmocka_unit_test(test_large_cache_while_profiling),
     };
     if (getenv("TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("TEST_FILTER"));

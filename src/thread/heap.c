@@ -642,7 +642,7 @@ void shoal_heap_end_call(void)
 /* Whether a parked heap has anything to dismantle. */
 static bool heap_holds_memory(const shoal_heap_t *h)
 {
-    if (h->full != NULL || h->cached != 0 ||
+    if (h->full != NULL || h->cached != 0 || h->large_held_slots != 0 ||
         (h->large_cached_slots != 0 && h->large_cached_slots != SHOAL_LARGE_CACHE_CLOSED))
         return true;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)

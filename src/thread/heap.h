@@ -59,6 +59,8 @@ typedef struct shoal_heap_s {
     unsigned cached;
     shoal_page_t *large_free[SHOAL_MAX_ORDER + 1];      /* freed large blocks (large_cache.h) */
     unsigned large_cached_slots;
+    shoal_page_t *large_held[SHOAL_MAX_ORDER + 1];      /* the same, while closed to the fast paths */
+    unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */

@@ -3,6 +3,8 @@
 
 #include "../core/purge.h"
 
+#include <string.h>
+
 _Atomic uint64_t shoal_large_orphan_allocs;
 _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
 
@@ -33,17 +35,42 @@ static void release(shoal_page_t *head, unsigned slots)
     shoal_purge_note_free();
 }
 
-void shoal_large_cache_drain(shoal_heap_t *h)
+/* The stacks the slow paths use, and their count of slots: NULL for a
+ * heap that keeps nothing (the empty heap, the sampled heap). */
+static shoal_page_t **slow_stacks(shoal_heap_t *h, unsigned **slots)
+{
+    if (h->large_cached_slots != SHOAL_LARGE_CACHE_CLOSED) {
+        *slots = &h->large_cached_slots;
+        return h->large_free;
+    }
+    *slots = &h->large_held_slots;
+    return h->prof_rate != 0 ? h->large_held : NULL;
+}
+
+static void drain_stacks(shoal_page_t **stacks, unsigned *slots)
 {
     for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
-        while (h->large_free[o] != NULL)
-            release(shoal_large_cache_take(h, o), 1u << o);
+        while (stacks[o] != NULL)
+            release(shoal_large_stack_take(stacks, slots, o), 1u << o);
+}
+
+void shoal_large_cache_drain(shoal_heap_t *h)
+{
+    unsigned *slots;
+    shoal_page_t **stacks = slow_stacks(h, &slots);
+    if (stacks != NULL)
+        drain_stacks(stacks, slots);
 }
 
 void shoal_large_cache_close(shoal_heap_t *h, bool closed)
 {
-    shoal_large_cache_drain(h);
-    h->large_cached_slots = closed ? SHOAL_LARGE_CACHE_CLOSED : 0;
+    shoal_page_t **from = closed ? h->large_free : h->large_held;
+    shoal_page_t **to = closed ? h->large_held : h->large_free;
+    memcpy(to, from, sizeof h->large_free);
+    memset(from, 0, sizeof h->large_free);
+    unsigned slots = closed ? h->large_cached_slots : h->large_held_slots;
+    h->large_held_slots = closed ? slots : 0;
+    h->large_cached_slots = closed ? SHOAL_LARGE_CACHE_CLOSED : slots;
 }
 
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
@@ -55,11 +82,13 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
      * and freed serves the next, smaller start of the same cycle from
      * the same slots, rather than the cache filling with big blocks and
      * every cycle touching new memory. */
+    unsigned *slots;
+    shoal_page_t **stacks = slow_stacks(h, &slots);
     unsigned have = order;
-    while (have <= SHOAL_MAX_ORDER && h->large_free[have] == NULL)
+    while (stacks != NULL && have <= SHOAL_MAX_ORDER && stacks[have] == NULL)
         have++;
-    if (have <= SHOAL_MAX_ORDER) {
-        shoal_page_t *head = shoal_large_cache_take(h, have);
+    if (stacks != NULL && have <= SHOAL_MAX_ORDER) {
+        shoal_page_t *head = shoal_large_stack_take(stacks, slots, have);
         h->large_cache_used = true;
         if (have > order)               /* the tail goes back, resident */
             release(head + (1u << order), (1u << have) - (1u << order));
@@ -74,26 +103,38 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
     return shoal_large_make(&s, n, zero);
 }
 
+/* Push head onto a cache, making room from the largest blocks cached
+ * (one eviction frees the most); false if it is larger than a cache. */
+static bool stack_push(shoal_page_t **stacks, unsigned *slots, shoal_page_t *head)
+{
+    unsigned order = head->order, size = 1u << order;
+    if (size > SHOAL_LARGE_CACHE_SLOTS)
+        return false;
+    for (unsigned o = SHOAL_MAX_ORDER; *slots + size > SHOAL_LARGE_CACHE_SLOTS;) {
+        if (stacks[o] == NULL) {
+            o--;
+            continue;
+        }
+        release(shoal_large_stack_take(stacks, slots, o), 1u << o);
+        shoal_purger_start();
+    }
+    shoal_large_unmake(head);
+    head->next = stacks[order];
+    stacks[order] = head;
+    *slots += size;
+    return true;
+}
+
 void shoal_heap_large_free(shoal_page_t *head)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
-    unsigned order = head->order, slots = 1u << order;
-    if (h->large_cached_slots <= SHOAL_LARGE_CACHE_SLOTS && slots <= SHOAL_LARGE_CACHE_SLOTS) {
-        /* Room is made from the largest blocks cached: one eviction
-         * frees the most. */
-        for (unsigned o = SHOAL_MAX_ORDER; !shoal_large_cache_push(h, head);) {
-            if (h->large_free[o] == NULL) {
-                o--;
-                continue;
-            }
-            release(shoal_large_cache_take(h, o), 1u << o);
-            shoal_purger_start();
-        }
+    unsigned *slots;
+    shoal_page_t **stacks = slow_stacks(h, &slots);
+    count_live(h, head->order, -1, false);
+    if (stacks != NULL && stack_push(stacks, slots, head))
         return;
-    }
-    count_live(h, order, -1, false);
     shoal_large_unmake(head);
-    release(head, slots);
+    release(head, 1u << head->order);
     shoal_purger_start();
 }
 

@@ -8,6 +8,14 @@
  * no lock and no clock.  The idle sweep gives the cache back to the pool
  * when no large block was taken from it since the sweep before.
  *
+ * While heap profiling is on the cache is closed to the fast paths, whose
+ * large blocks must go by the slow ones to be counted for sampling: its
+ * blocks move to the heap's `large_held` stacks, which only the slow
+ * paths use, so a block freed serves the next malloc of its size there
+ * as it would here (and a buffer that realloc grows finds the same
+ * slots).  The empty heap's cache (threads without a heap) and the
+ * sampled heap's are closed for good and hold nothing.
+ *
  * Counting: a heap counts the large blocks it hands out (cumulative) and
  * those live by order (out minus back, possibly in different heaps);
  * frees and bytes are derived from them (shoal_heap_stats).
@@ -23,13 +31,20 @@
 extern _Atomic uint64_t shoal_large_orphan_allocs;
 extern _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
 
-/* Take the top block off h's stack of `order` (which must hold one). */
+/* Take the top block off the stack of `order` of a cache (its stacks
+ * and its count of slots; the stack must hold one). */
+static inline shoal_page_t *shoal_large_stack_take(shoal_page_t **stacks, unsigned *slots,
+                                                   unsigned order)
+{
+    shoal_page_t *head = stacks[order];
+    stacks[order] = head->next;
+    *slots -= 1u << order;
+    return head;
+}
+
 static inline shoal_page_t *shoal_large_cache_take(shoal_heap_t *h, unsigned order)
 {
-    shoal_page_t *head = h->large_free[order];
-    h->large_free[order] = head->next;
-    h->large_cached_slots -= 1u << order;
-    return head;
+    return shoal_large_stack_take(h->large_free, &h->large_cached_slots, order);
 }
 
 /* The malloc fast path for n bytes, SHOAL_MEDIUM_MAX < n <= SHOAL_LARGE_MAX:
@@ -81,9 +96,8 @@ void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
 /* Give h's cached large blocks back to the pool (h's holder). */
 void shoal_large_cache_drain(shoal_heap_t *h);
 
-/* Close h's cache, empty, or open it again (h's holder): a closed cache
- * keeps nothing, so every large malloc takes the slow way (heap
- * profiling samples there). */
+/* Close h's cache to the fast paths, or open it again (h's holder):
+ * its blocks move between large_free and large_held. */
 void shoal_large_cache_close(shoal_heap_t *h, bool closed);
 
 #endif

@@ -119,8 +119,11 @@ bool shoal_prof_lock_from_signal(void)
  * Records and sites come from mappings of shoal's own, never from malloc,
  * and are never given back: freed records are reused, sites (one per
  * distinct stack) stay for the cumulative figures.  Both tables hash into
- * a fixed array of chains, mapped at the first sample (the kernel backs
- * only the pages written). */
+ * arrays of chains, mapped at the first sample: the sites' of a fixed
+ * size, the records' small at first and four times larger whenever it
+ * holds twice as many records as chains (the lock is held: a rehash
+ * needs no care), so that a process with few samples touches a page or
+ * two of it, not half a megabyte. */
 
 typedef struct record_s {
     struct record_s *next;
@@ -129,11 +132,14 @@ typedef struct record_s {
     uint64_t bytes, objs;       /* the weights it added to its site */
 } record_t;
 
-#define RECORD_BUCKETS (1u << 16)
-#define SITE_BUCKETS (1u << 14)
+#define RECORD_BITS_FIRST 9
+#define RECORD_BITS_MAX 20
+#define SITE_BUCKETS (1u << 12)
 #define ARENA_CHUNK ((size_t)1 << 20)
 
 static record_t **records;
+static unsigned record_bits;    /* records has 2^record_bits chains */
+static size_t record_count;
 static shoal_prof_site_t **sites;
 static record_t *spare_records;
 static char *arena_next, *arena_end;
@@ -154,10 +160,40 @@ static void *arena_take(size_t n)
     return p;
 }
 
+static size_t record_chain(const void *p, unsigned bits)
+{
+    return shoal_mix64((uintptr_t)p) & (((size_t)1 << bits) - 1);
+}
+
+static record_t **records_map(unsigned bits)
+{
+    return shoal_os_reserve(sizeof *records << bits, SHOAL_OS_PAGE);
+}
+
+/* Four times the chains, every record rehashed (a failed mapping keeps
+ * the chains as they are: longer, still right). */
+static void grow_records(void)
+{
+    unsigned bits = record_bits + 2;
+    record_t **grown = records_map(bits);
+    if (grown == NULL)
+        return;
+    for (size_t i = 0; i < (size_t)1 << record_bits; i++)
+        for (record_t *r = records[i], *next; r != NULL; r = next) {
+            next = r->next;
+            record_t **chain = &grown[record_chain(r->addr, bits)];
+            r->next = *chain;
+            *chain = r;
+        }
+    shoal_os_release(records, sizeof *records << record_bits);
+    records = grown;
+    record_bits = bits;
+}
+
 static bool tables_ready(void)
 {
-    if (records == NULL)
-        records = shoal_os_reserve(RECORD_BUCKETS * sizeof *records, SHOAL_OS_PAGE);
+    if (records == NULL && (records = records_map(RECORD_BITS_FIRST)) != NULL)
+        record_bits = RECORD_BITS_FIRST;
     if (sites == NULL)
         sites = shoal_os_reserve(SITE_BUCKETS * sizeof *sites, SHOAL_OS_PAGE);
     return records != NULL && sites != NULL;
@@ -192,7 +228,7 @@ static shoal_prof_site_t *site_of(void *const *pcs, unsigned depth)
 
 static record_t **chain_of(const void *p)
 {
-    return &records[shoal_mix64((uintptr_t)p) & (RECORD_BUCKETS - 1)];
+    return &records[record_chain(p, record_bits)];
 }
 
 /* Take the record of p out of the table, or NULL. */
@@ -202,6 +238,7 @@ static record_t *unlink_record(const void *p)
         record_t *r = *at;
         if (r->addr == p) {
             *at = r->next;
+            record_count--;
             return r;
         }
     }
@@ -243,9 +280,12 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
     s->total_bytes += r->bytes;
     s->live_objs += r->objs;
     s->total_objs += r->objs;
+    if (record_count >= (size_t)2 << record_bits && record_bits < RECORD_BITS_MAX)
+        grow_records();
     record_t **chain = chain_of(p);
     r->next = *chain;
     *chain = r;
+    record_count++;
 }
 
 void shoal_prof_forget(const void *p)

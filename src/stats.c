@@ -393,55 +393,209 @@ static const char *ratio(char *b, size_t cap, size_t a, size_t d)
     return b;
 }
 
+/* ---- the reports' fields ------------------------------------------------
+ * One table for the text and the JSON report: the groups of figures in
+ * the order both show them, each figure with the alloc_stats_t field
+ * that holds it and the one that holds its peak.  JSON writes a group as
+ * an object of its figures (a figure's peak as KEY_peak) - the first and
+ * the last group's at the top level - and text as a line, the memory
+ * group as a table of current and peak.  What is no field (the bins, the
+ * options, the classes) comes after its group's figures in both. */
+
+enum figure_kind {
+    FIG_COUNT,          /* a number */
+    FIG_BYTES,          /* bytes: "12.3 MiB" in text */
+    FIG_DUE,            /* ms to the next purge pass, -1: none due */
+    FIG_RATIO,          /* at / of: two decimals; null (JSON) or "-" with of = 0 */
+};
+
+typedef struct figure_s {
+    const char *key;
+    const char *label;  /* its name in text, if not the key */
+    enum figure_kind kind;
+    size_t at;          /* offset of its field in alloc_stats_t */
+    size_t peak;        /* of its peak's field, NO_FIELD if none; FIG_RATIO: the divisor */
+} figure_t;
+
+typedef struct group_s {
+    const char *key;            /* NULL: JSON puts its figures at the top level */
+    const char *title;          /* its name in the text report */
+    const figure_t *figs;
+    unsigned n;
+    bool rows;                  /* text: a table of current and peak */
+    void (*after)(out_t *, bool json, const alloc_stats_t *);
+} group_t;
+
+#define NO_FIELD SIZE_MAX
+#define AT(m) offsetof(alloc_stats_t, m)
+#define FIG(key, kind, m) { key, NULL, kind, AT(m), NO_FIELD }
+#define FIG_PEAK(key, kind, m) { key, NULL, kind, AT(m), AT(m##_peak) }
+#define FIG_RATIO(key, a, b) { key, NULL, FIG_RATIO, AT(a), AT(b) }
+#define GROUP(key, title, figs, rows, after) { key, title, figs, sizeof figs / sizeof figs[0], rows, after }
+
+/* Every figure's field is one word (size_t, uint64_t or long). */
+_Static_assert(sizeof(size_t) == 8 && sizeof(long) == 8, "figures are read as 64-bit words");
+
+static const figure_t memory_figs[] = {
+    FIG_PEAK("allocated", FIG_BYTES, allocated), FIG_PEAK("active", FIG_BYTES, active),
+    FIG_PEAK("resident", FIG_BYTES, resident),   FIG_PEAK("mapped", FIG_BYTES, mapped),
+    FIG_PEAK("committed", FIG_BYTES, committed), FIG("purged", FIG_BYTES, purged),
+    FIG("metadata", FIG_BYTES, metadata),
+};
+static const figure_t fragmentation_figs[] = {
+    FIG_RATIO("active_allocated", active, allocated),
+    FIG_RATIO("resident_active", resident, active),
+    FIG_RATIO("resident_allocated", resident, allocated),
+};
+static const figure_t pool_figs[] = {
+    FIG("superpages", FIG_COUNT, superpages),
+    FIG_PEAK("slots_used", FIG_COUNT, pool_slots_used),
+    FIG_PEAK("slots_dirty", FIG_COUNT, pool_slots_dirty),
+    FIG("claims", FIG_COUNT, pool_claims),
+    FIG("releases", FIG_COUNT, pool_releases),
+    { "purge_due_ms", "next purge pass", FIG_DUE, AT(purge_due_ms), NO_FIELD },
+};
+static const figure_t large_figs[] = {
+    FIG("requests", FIG_COUNT, large_requests),
+    FIG_PEAK("live", FIG_COUNT, large_live),
+    FIG_PEAK("live_bytes", FIG_BYTES, large_live_bytes),
+};
+static const figure_t huge_figs[] = {
+    FIG("requests", FIG_COUNT, huge_requests),
+    FIG_PEAK("live", FIG_COUNT, huge_live),
+    FIG_PEAK("live_bytes", FIG_BYTES, huge_live_bytes),
+    FIG_PEAK("cached", FIG_COUNT, huge_cached),
+    FIG_PEAK("cached_bytes", FIG_BYTES, huge_cached_bytes),
+};
+static const figure_t threads_figs[] = {
+    FIG_PEAK("heaps_live", FIG_COUNT, heaps_live),
+    FIG("heaps_created", FIG_COUNT, heaps_created),
+    FIG("heaps_exited", FIG_COUNT, heaps_exited),
+    FIG_PEAK("abandoned_pages", FIG_COUNT, heaps_abandoned_pages),
+    FIG("pages_adopted", FIG_COUNT, pages_adopted),
+    FIG("remote_frees", FIG_COUNT, remote_frees),
+    FIG("remote_in_flight", FIG_COUNT, remote_in_flight),
+    FIG("remote_atomics", FIG_COUNT, remote_atomics),
+};
+static const figure_t faults_figs[] = {
+    FIG("minor", FIG_COUNT, minor_faults),
+    FIG("major", FIG_COUNT, major_faults),
+};
+static const figure_t dumps_figs[] = {
+    FIG("dumps", FIG_COUNT, dumps),
+    FIG("dumps_skipped", FIG_COUNT, dumps_skipped),
+};
+
+static void put_large_bins(out_t *o, bool json, const alloc_stats_t *s)
+{
+    put_bins(o, json, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
+}
+
+static void put_huge_bins(out_t *o, bool json, const alloc_stats_t *s)
+{
+    put_bins(o, json, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
+}
+
+static const group_t groups[] = {
+    GROUP(NULL, "memory", memory_figs, true, NULL),
+    GROUP("fragmentation", "fragmentation", fragmentation_figs, false, NULL),
+    GROUP("pool", "pool", pool_figs, false, NULL),
+    GROUP("large", "large", large_figs, false, put_large_bins),
+    GROUP("huge", "huge", huge_figs, false, put_huge_bins),
+    GROUP("threads", "threads", threads_figs, false, NULL),
+    GROUP("faults", "page faults", faults_figs, false, NULL),
+    GROUP(NULL, "reports", dumps_figs, false, NULL),
+};
+
+static uint64_t field(const alloc_stats_t *s, size_t at)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)s + at, sizeof v);
+    return v;
+}
+
+/* A figure's value (or its peak's) as the report shows it. */
+static const char *figure_text(char *b, size_t cap, const alloc_stats_t *s, const figure_t *f,
+                               size_t at, bool json)
+{
+    uint64_t v = field(s, at);
+    switch (f->kind) {
+    case FIG_BYTES:
+        if (!json)
+            return human(b, cap, (size_t)v);
+        break;
+    case FIG_DUE:
+        if (!json && (long)v < 0)
+            return shoal_format(b, cap, "none due"), b;
+        shoal_format(b, cap, json ? "%ld" : "in %ld ms", (long)v);
+        return b;
+    case FIG_RATIO:
+        if (json && field(s, f->peak) == 0)
+            return shoal_format(b, cap, "null"), b;
+        return ratio(b, cap, (size_t)v, (size_t)field(s, f->peak));
+    case FIG_COUNT:
+        break;
+    }
+    shoal_format(b, cap, "%lu", (unsigned long)v);
+    return b;
+}
+
+static bool has_peak(const figure_t *f)
+{
+    return f->kind != FIG_RATIO && f->peak != NO_FIELD;
+}
+
+static void text_group(out_t *o, const group_t *g, const alloc_stats_t *s)
+{
+    char a[32], b[32];
+    if (g->rows) {
+        put(o, "%-22s %12s %12s\n", g->title, "current", "peak");
+        for (unsigned i = 0; i < g->n; i++) {
+            const figure_t *f = &g->figs[i];
+            put(o, "  %-18s %12s %12s\n", f->key, figure_text(a, sizeof a, s, f, f->at, false),
+                has_peak(f) ? figure_text(b, sizeof b, s, f, f->peak, false) : "");
+        }
+    } else {
+        put(o, "%-14s", g->title);
+        for (unsigned i = 0; i < g->n; i++) {
+            const figure_t *f = &g->figs[i];
+            put(o, "%s %s %s", i ? "," : "", f->label != NULL ? f->label : f->key,
+                figure_text(a, sizeof a, s, f, f->at, false));
+            if (has_peak(f))
+                put(o, " (peak %s)", figure_text(b, sizeof b, s, f, f->peak, false));
+        }
+        put(o, "\n");
+    }
+    if (g->after != NULL)
+        g->after(o, false, s);
+}
+
+static void json_group(out_t *o, const group_t *g, const alloc_stats_t *s)
+{
+    char a[32];
+    if (g->key != NULL)
+        put(o, "\"%s\":{", g->key);
+    for (unsigned i = 0; i < g->n; i++) {
+        const figure_t *f = &g->figs[i];
+        put(o, "%s\"%s\":%s", i ? "," : "", f->key, figure_text(a, sizeof a, s, f, f->at, true));
+        if (has_peak(f))
+            put(o, ",\"%s_peak\":%s", f->key, figure_text(a, sizeof a, s, f, f->peak, true));
+    }
+    if (g->after != NULL) {
+        put(o, ",");
+        g->after(o, true, s);
+    }
+    put(o, g->key != NULL ? "}," : ",");
+}
+
 static void text_report(out_t *o, const alloc_stats_t *s)
 {
-    char a[24], b[24], c[24];
+    char a[24], b[24];
     put(o, "shoal %d.%d statistics, pid %d, %lu.%lu s since start\n", SHOAL_VERSION_MAJOR,
         SHOAL_VERSION_MINOR, (int)getpid(), (unsigned long)(s->elapsed_ms / 1000),
         (unsigned long)(s->elapsed_ms / 100 % 10));
-    put(o, "memory                 current         peak\n");
-    put(o, "  allocated      %12s %12s\n", human(a, sizeof a, s->allocated),
-        human(b, sizeof b, s->allocated_peak));
-    put(o, "  active         %12s %12s\n", human(a, sizeof a, s->active),
-        human(b, sizeof b, s->active_peak));
-    put(o, "  resident       %12s %12s\n", human(a, sizeof a, s->resident),
-        human(b, sizeof b, s->resident_peak));
-    put(o, "  mapped         %12s %12s\n", human(a, sizeof a, s->mapped),
-        human(b, sizeof b, s->mapped_peak));
-    put(o, "  committed      %12s %12s\n", human(a, sizeof a, s->committed),
-        human(b, sizeof b, s->committed_peak));
-    put(o, "  purged (total) %12s\n", human(a, sizeof a, s->purged));
-    put(o, "  metadata       %12s\n", human(a, sizeof a, s->metadata));
-    put(o, "fragmentation  active/allocated %s  resident/active %s  resident/allocated %s\n",
-        ratio(a, sizeof a, s->active, s->allocated), ratio(b, sizeof b, s->resident, s->active),
-        ratio(c, sizeof c, s->resident, s->allocated));
-    char due[48] = "no pass due";
-    if (s->purge_due_ms >= 0)
-        shoal_format(due, sizeof due, "next pass in %ld ms", s->purge_due_ms);
-    put(o, "pool           %zu superpages, %zu slots in use (peak %zu), %zu free awaiting purge "
-           "(peak %zu; %s), %lu claims, %lu releases\n",
-        s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
-        s->pool_slots_dirty_peak, due, (unsigned long)s->pool_claims,
-        (unsigned long)s->pool_releases);
-    put(o, "large          %zu live (%s; peak %zu, %s), %lu requests\n", s->large_live,
-        human(a, sizeof a, s->large_live_bytes), s->large_live_peak,
-        human(b, sizeof b, s->large_live_bytes_peak), (unsigned long)s->large_requests);
-    put(o, "huge           %zu live (%s; peak %zu, %s), %lu requests\n", s->huge_live,
-        human(a, sizeof a, s->huge_live_bytes), s->huge_live_peak,
-        human(b, sizeof b, s->huge_live_bytes_peak), (unsigned long)s->huge_requests);
-    put(o, "huge cache     %zu mappings (%s; peak %zu, %s)\n", s->huge_cached,
-        human(a, sizeof a, s->huge_cached_bytes), s->huge_cached_peak,
-        human(b, sizeof b, s->huge_cached_bytes_peak));
-    put_bins(o, false, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
-    put_bins(o, false, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
-    put(o, "threads        %zu heaps live (peak %zu), %lu created, %lu exited, "
-           "%zu abandoned pages (peak %zu), %lu adopted, %lu remote frees (%zu in flight, %lu atomics)\n",
-        s->heaps_live, s->heaps_live_peak, (unsigned long)s->heaps_created,
-        (unsigned long)s->heaps_exited, s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight,
-        (unsigned long)s->remote_atomics);
-    put(o, "page faults    %lu minor, %lu major\n", (unsigned long)s->minor_faults,
-        (unsigned long)s->major_faults);
+    for (unsigned g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        text_group(o, &groups[g], s);
     put(o, "options       ");
     put_options(o, false);
     put(o, "\n");
@@ -463,52 +617,11 @@ static void text_report(out_t *o, const alloc_stats_t *s)
 
 static void json_report(out_t *o, const alloc_stats_t *s)
 {
-    char a[24], b[24], c[24];
     put(o, "{\"shoal\":\"%d.%d\",\"version\":%u,\"pid\":%d,\"elapsed_ms\":%lu,",
         SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR, s->version, (int)getpid(),
         (unsigned long)s->elapsed_ms);
-    put(o, "\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
-           "\"committed\":%zu,\"purged\":%zu,\"metadata\":%zu,",
-        s->allocated, s->active, s->resident, s->mapped, s->committed, s->purged, s->metadata);
-    put(o, "\"peak\":{\"allocated\":%zu,\"active\":%zu,\"resident\":%zu,\"mapped\":%zu,"
-           "\"committed\":%zu,\"heaps\":%zu},",
-        s->allocated_peak, s->active_peak, s->resident_peak, s->mapped_peak, s->committed_peak,
-        s->heaps_live_peak);
-    put(o, "\"fragmentation\":{\"active_allocated\":%s,\"resident_active\":%s,"
-           "\"resident_allocated\":%s},",
-        s->allocated ? ratio(a, sizeof a, s->active, s->allocated) : "null",
-        s->active ? ratio(b, sizeof b, s->resident, s->active) : "null",
-        s->allocated ? ratio(c, sizeof c, s->resident, s->allocated) : "null");
-    put(o, "\"pool\":{\"superpages\":%zu,\"slots_used\":%zu,\"slots_used_peak\":%zu,"
-           "\"slots_dirty\":%zu,\"slots_dirty_peak\":%zu,\"claims\":%lu,\"releases\":%lu,"
-           "\"purge_due_ms\":%ld},",
-        s->superpages, s->pool_slots_used, s->pool_slots_used_peak, s->pool_slots_dirty,
-        s->pool_slots_dirty_peak, (unsigned long)s->pool_claims,
-        (unsigned long)s->pool_releases, s->purge_due_ms);
-    put(o, "\"large\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
-           "\"live_bytes_peak\":%zu,",
-        (unsigned long)s->large_requests, s->large_live, s->large_live_bytes, s->large_live_peak,
-        s->large_live_bytes_peak);
-    put_bins(o, true, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
-    put(o, "},");
-    put(o, "\"huge\":{\"requests\":%lu,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu,"
-           "\"live_bytes_peak\":%zu,\"cached\":%zu,\"cached_bytes\":%zu,\"cached_peak\":%zu,"
-           "\"cached_bytes_peak\":%zu,",
-        (unsigned long)s->huge_requests, s->huge_live, s->huge_live_bytes, s->huge_live_peak,
-        s->huge_live_bytes_peak, s->huge_cached, s->huge_cached_bytes, s->huge_cached_peak,
-        s->huge_cached_bytes_peak);
-    put_bins(o, true, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
-    put(o, "},");
-    put(o, "\"threads\":{\"heaps_live\":%zu,\"heaps_created\":%lu,\"heaps_exited\":%lu,"
-           "\"abandoned_pages\":%zu,\"abandoned_pages_peak\":%zu,\"pages_adopted\":%lu,"
-           "\"remote_frees\":%lu,\"remote_in_flight\":%zu,\"remote_atomics\":%lu},",
-        s->heaps_live, (unsigned long)s->heaps_created, (unsigned long)s->heaps_exited,
-        s->heaps_abandoned_pages, s->heaps_abandoned_pages_peak,
-        (unsigned long)s->pages_adopted, (unsigned long)s->remote_frees, s->remote_in_flight,
-        (unsigned long)s->remote_atomics);
-    put(o, "\"faults\":{\"minor\":%lu,\"major\":%lu},\"dumps\":%lu,\"dumps_skipped\":%lu,",
-        (unsigned long)s->minor_faults, (unsigned long)s->major_faults,
-        (unsigned long)s->dumps, (unsigned long)s->dumps_skipped);
+    for (unsigned g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        json_group(o, &groups[g], s);
     put(o, "\"options\":{");
     put_options(o, true);
     put(o, "},\"classes\":[");

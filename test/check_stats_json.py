@@ -5,35 +5,33 @@ one JSON document with the documented fields, types and relations
 import json
 import sys
 
+MEMORY = ["allocated", "active", "resident", "mapped", "committed"]
 TOP = {"shoal": str, "version": int, "pid": int, "elapsed_ms": int,
-       "allocated": int, "active": int, "resident": int, "mapped": int,
-       "committed": int, "purged": int, "metadata": int, "peak": dict, "fragmentation": dict,
+       **{key: int for m in MEMORY for key in (m, m + "_peak")},
+       "purged": int, "metadata": int, "fragmentation": dict,
        "pool": dict, "large": dict, "huge": dict, "threads": dict,
        "faults": dict, "dumps": int, "dumps_skipped": int, "options": dict,
        "classes": list}
 NESTED = {
-    "peak": ["allocated", "active", "resident", "mapped", "committed", "heaps"],
     "pool": ["superpages", "slots_used", "slots_used_peak", "slots_dirty",
              "slots_dirty_peak", "claims", "releases"],
     "large": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak"],
     "huge": ["requests", "live", "live_bytes", "live_peak", "live_bytes_peak", "cached",
              "cached_bytes", "cached_peak", "cached_bytes_peak"],
-    "threads": ["heaps_live", "heaps_created", "heaps_exited", "abandoned_pages",
-                "abandoned_pages_peak", "pages_adopted", "remote_frees", "remote_in_flight",
-                "remote_atomics"],
+    "threads": ["heaps_live", "heaps_live_peak", "heaps_created", "heaps_exited",
+                "abandoned_pages", "abandoned_pages_peak", "pages_adopted", "remote_frees",
+                "remote_in_flight", "remote_atomics"],
     "faults": ["minor", "major"],
 }
 CLASS = ["class", "block_size", "requests", "live_blocks", "live_bytes", "pages",
          "capacity_blocks", "live_blocks_peak", "live_bytes_peak", "pages_peak"]
-# Each current value and the field that holds its peak.
-PEAKS = [(("allocated",), ("peak", "allocated")), (("active",), ("peak", "active")),
-         (("mapped",), ("peak", "mapped")), (("committed",), ("peak", "committed")),
-         (("threads", "heaps_live"), ("peak", "heaps")),
-         (("threads", "abandoned_pages"), ("threads", "abandoned_pages_peak"))] + [
+# Each current value and the field that holds its peak: KEY and KEY_peak.
+PEAKS = [((m,), (m + "_peak",)) for m in MEMORY] + [
     ((group, key), (group, key + "_peak"))
     for group, keys in (("pool", ("slots_used", "slots_dirty")),
                         ("large", ("live", "live_bytes")),
-                        ("huge", ("live", "live_bytes", "cached", "cached_bytes")))
+                        ("huge", ("live", "live_bytes", "cached", "cached_bytes")),
+                        ("threads", ("heaps_live", "abandoned_pages")))
     for key in keys]
 
 

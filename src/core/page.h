@@ -290,6 +290,12 @@ static inline void shoal_page_take(shoal_page_t *pg, shoal_block_t *b)
  * them counted as in use). */
 void shoal_page_broken(shoal_page_t *pg);
 
+/* Whether a collected page has no block out (it can stop being a page). */
+static inline bool shoal_page_unused(const shoal_page_t *pg)
+{
+    return pg->used == 0;
+}
+
 /* Move local_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);
 

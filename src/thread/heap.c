@@ -1,12 +1,14 @@
-/* heap.c - per-thread heaps: finding a page, parking, dismantling,
- * the orphanage and adoption (docs/design.md, "The life cycle of pages
- * and heaps"); the queues themselves are page_queue.c's.  Blocks that other threads free come back through the heap's
- * inbox (remote.c); every function here that touches a heap's pages is
- * called by that heap's holder (heap.h).
+/* heap.c - per-thread heaps: finding a page, parking, dismantling
+ * (docs/design.md, "The life cycle of pages and heaps"); the queues
+ * themselves are page_queue.c's, the orphanage and adoption
+ * orphanage.c's.  Blocks that other threads free come back through the
+ * heap's inbox (remote.c); every function here that touches a heap's
+ * pages is called by that heap's holder (heap.h).
  */
 #include "heap.h"
 #include "fork.h"
 #include "large_cache.h"
+#include "orphanage.h"
 #include "page_queue.h"
 #include "sampled.h"
 
@@ -29,24 +31,6 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
     &shoal_empty_heap;
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-
-/* The orphanage: a heap no thread owns, holding the pages of dismantled
- * heaps that still have live blocks, one queue per size class (a heap
- * adopts only pages of a class it allocates: one of a class it never
- * allocates would keep its free blocks from every thread).  Its holder
- * is whoever holds orphan_lock, taken with a try on slow paths only:
- * adoption, and the purge pass, which gives back its pages whose blocks
- * have all come home.  Its pages' blocks come home through its inbox,
- * like any heap's. */
-static shoal_heap_t orphans = {
-    .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
-    .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
-    .inbox = SHOAL_INBOX_INIT(orphans.inbox),
-};
-static shoal_lock_t orphan_lock = SHOAL_LOCK_INIT;
-static __thread bool tl_holds_orphans __attribute__((tls_model("initial-exec")));
-/* Pages in the orphanage, by class: a look without the lock. */
-static _Atomic size_t orphaned[SHOAL_CLASSES];
 
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
 static _Atomic(shoal_heap_t *) all_heaps;
@@ -112,7 +96,7 @@ void shoal_process_init(void)
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
-        link_heap(&orphans);
+        link_heap(&shoal_orphans);
         link_heap(&shoal_sampled_heap);
         shoal_once_end(&init_state);
         return;
@@ -127,15 +111,14 @@ static shoal_heap_t *heap_acquire(void);
 
 /* A block came home to pg, which has none out now or was full (see
  * remote.h).  The orphanage has no full list, and gives its empty pages
- * back in reclaim_orphans. */
+ * back in shoal_orphanage_reclaim. */
 static void page_event(shoal_heap_t *h, shoal_page_t *pg)
 {
-    if (h != &orphans)
+    if (h != &shoal_orphans)
         shoal_heap_page_freed(h, pg);
 }
 
-/* Take what h's inbox holds (h's holder only). */
-static void receive(shoal_heap_t *h)
+void shoal_heap_receive(shoal_heap_t *h)
 {
     shoal_remote_receive(h, page_event);
 }
@@ -226,41 +209,23 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
     return true;
 }
 
-/* The page's slots stop being a page: descriptors back to FREE. */
-static void unmake_page(shoal_page_t *pg)
-{
-    shoal_page_fini(pg);
-    shoal_page_set_owner(pg, NULL, false);
-}
-
-static void release_span(shoal_page_t *pg)
-{
-    shoal_superpage_t *sp = shoal_superpage_of(pg);
-    shoal_pool_release(sp, (unsigned)(pg - sp->pages), 1u << pg->order);
-}
-
-/* Where a page that stops being one goes. */
-enum release_to {
-    TO_CACHE,           /* the heap's page cache if it has room, else the pool */
-    TO_POOL,
-    TO_POOL_IDLE,       /* the pool, unused for a purge delay already */
-};
-
-static void release_page(shoal_heap_t *h, shoal_page_t *pg, enum release_to to)
+void shoal_heap_release_page(shoal_heap_t *h, shoal_page_t *pg, enum shoal_release_to to)
 {
     shoal_count(&h->stats.pages[pg->size_class], (uint64_t)-1);
-    unmake_page(pg);
+    shoal_page_fini(pg);        /* its slots stop being a page */
+    shoal_page_set_owner(pg, NULL, false);
     shoal_superpage_t *sp = shoal_superpage_of(pg);
     unsigned slot = (unsigned)(pg - sp->pages);
-    if (pg->order == 0 && to == TO_CACHE && !h->uncached && h->cached < SHOAL_PAGE_CACHE) {
+    if (pg->order == 0 && to == SHOAL_TO_CACHE && !h->uncached && h->cached < SHOAL_PAGE_CACHE) {
         h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
         return;
     }
-    if (to == TO_POOL_IDLE)
+    if (to == SHOAL_TO_POOL_IDLE)
         shoal_pool_release_idle(sp, slot, 1u << pg->order);
     else
-        release_span(pg);
-    shoal_purge_note_free();
+        shoal_pool_release(sp, slot, 1u << pg->order);
+    if (to != SHOAL_TO_POOL_IN_PASS)
+        shoal_purge_note_free();
 }
 
 static void drain_page_cache(shoal_heap_t *h)
@@ -295,7 +260,7 @@ static void retire(shoal_heap_t *h, shoal_page_t *pg)
     if (h->pages[pg->size_class] == pg)
         return;
     shoal_queue_remove(h, pg);
-    release_page(h, pg, TO_CACHE);
+    shoal_heap_release_page(h, pg, SHOAL_TO_CACHE);
 }
 
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
@@ -304,91 +269,6 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
         shoal_queue_unfull(h, pg);
     if (pg->used == 0)
         retire(h, pg);
-}
-
-/* ---- adoption --------------------------------------------------------- */
-
-/* Whether a collected page has no block out and can leave. */
-static bool page_unused(const shoal_page_t *pg)
-{
-    return pg->used == 0;
-}
-
-/* Take the orphanage: with a try, or, for a forced pass, waiting for the
- * thread that holds it (which waits for nothing) - unless that is this
- * thread, whose hold a pass run from inside it (a free that ran a purge
- * pass) must not wait for. */
-static bool orphans_take(bool wait)
-{
-    if (tl_holds_orphans)
-        return false;
-    while (!shoal_trylock(&orphan_lock)) {
-        if (!wait)
-            return false;
-        sched_yield();
-    }
-    tl_holds_orphans = true;
-    return true;
-}
-
-static void orphans_give(void)
-{
-    tl_holds_orphans = false;
-    shoal_unlock(&orphan_lock);
-}
-
-/* Move pg to the orphanage (holding it and pg's heap). */
-static void orphan(shoal_page_t *pg)
-{
-    shoal_page_set_owner(pg, &orphans, false);
-    shoal_queue_push_back(&orphans, pg);
-    atomic_fetch_add_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
-}
-
-/* Move pg from the orphanage to h (holding both). */
-static void take_orphan(shoal_heap_t *h, shoal_page_t *pg)
-{
-    shoal_queue_remove(&orphans, pg);
-    atomic_fetch_sub_explicit(&orphaned[pg->size_class], 1, memory_order_relaxed);
-    /* Release, paired with free's acquire load: a thread that frees a
-     * block of pg (which it may hold since long before h existed) and
-     * finds h there sees h set up - its outbox slot, its inbox.  A
-     * sender that still reads the orphanage sends there, and the
-     * orphanage's next holder forwards the block to h. */
-    shoal_page_set_owner(pg, h, false);
-}
-
-/* Take up to `max` orphaned pages of class `cls` into h, stopping at one
- * with room, which goes to the front of its queue (the others, with every
- * block out, to the back); pages whose blocks have all come home go
- * straight back to the pool.  Returns how many h kept.  Nothing when
- * another thread holds the orphanage: it is a slow path's extra, and a
- * fresh page serves as well. */
-static unsigned adopt(shoal_heap_t *h, unsigned cls, unsigned max)
-{
-    unsigned n = 0;
-    shoal_page_t *pg;
-    if (atomic_load_explicit(&orphaned[cls], memory_order_relaxed) == 0 || !orphans_take(false))
-        return 0;
-    receive(&orphans);
-    while (n < max && (pg = orphans.pages[cls]) != &shoal_empty_page) {
-        take_orphan(h, pg);
-        shoal_page_collect(pg);
-        if (page_unused(pg)) {
-            release_page(h, pg, TO_CACHE);
-            continue;
-        }
-        n++;
-        if (shoal_page_has_free(pg) ||
-            atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved) {
-            shoal_queue_push_front(h, pg);
-            break;
-        }
-        shoal_queue_push_back(h, pg);
-    }
-    orphans_give();
-    shoal_count(&h->stats.pages_adopted, n);
-    return n;
 }
 
 /* ---- finding a page --------------------------------------------------- */
@@ -468,16 +348,16 @@ static void sweep_idle(shoal_heap_t *h)
      * inbox are taken: then `used` is exact, and a page of a class this
      * heap no longer allocates, which other threads emptied, is seen. */
     shoal_remote_send_all(h);
-    receive(h);
+    shoal_heap_receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
-            if (!page_unused(pg)) {
+            if (!shoal_page_unused(pg)) {
                 pg->idle_sweeps = 0;
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
                 shoal_queue_remove(h, pg);
-                release_page(h, pg, TO_POOL);
+                shoal_heap_release_page(h, pg, SHOAL_TO_POOL);
             }
         }
     }
@@ -501,11 +381,11 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
         shoal_page_collect(head);
         return head;
     }
-    receive(h);
+    shoal_heap_receive(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle(h);
     shoal_page_t *pg = search_queue(h, cls);
-    if (pg == NULL && adopt(h, cls, 64) != 0)
+    if (pg == NULL && shoal_orphanage_adopt(h, cls, 64) != 0)
         pg = search_queue(h, cls);
     return pg != NULL ? pg : fresh_page(h, cls);
 }
@@ -577,29 +457,29 @@ static shoal_heap_t *heap_acquire(void)
  * unused for a purge delay: the heap has been parked that long, or the
  * pass is forced), pages with live blocks to the orphanage.  Blocks sent
  * to h later are forwarded by its next holder (remote.h).  False, and
- * nothing done, when the orphanage is not to be had (see orphans_take). */
+ * nothing done, when the orphanage is not to be had (orphanage.h). */
 static bool heap_dismantle(shoal_heap_t *h, bool force)
 {
-    if (!orphans_take(force))
+    if (!shoal_orphanage_take(force))
         return false;
-    receive(h);
+    shoal_heap_receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         while (h->pages[c] != &shoal_empty_page) {
             shoal_page_t *pg = h->pages[c];
             shoal_queue_remove(h, pg);
             shoal_page_collect(pg);
-            if (page_unused(pg))
-                release_page(h, pg, TO_POOL_IDLE);
+            if (shoal_page_unused(pg))
+                shoal_heap_release_page(h, pg, SHOAL_TO_POOL_IDLE);
             else
-                orphan(pg);
+                shoal_orphanage_put(pg);
         }
     }
     while (h->full != NULL) {
         shoal_page_t *pg = h->full;
         shoal_full_remove(h, pg);
-        orphan(pg);
+        shoal_orphanage_put(pg);
     }
-    orphans_give();
+    shoal_orphanage_give();
     drain_cache(h);
     return true;
 }
@@ -667,7 +547,7 @@ static size_t retire_parked(bool force)
     while ((e = ck_stack_pop_mpmc(&free_heaps)) != NULL) {
         h = container_of(e, shoal_heap_t, free_link);
         shoal_tsan_acquire(h);
-        receive(h);
+        shoal_heap_receive(h);
         if (heap_holds_memory(h)) {
             bool due = force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
             if (!due || !heap_dismantle(h, force))
@@ -685,33 +565,6 @@ static size_t retire_parked(bool force)
     return waiting;
 }
 
-/* Give back the orphanage's pages whose blocks have all come home.
- * Returns 1 when it was not to be had (a later pass looks again). */
-static size_t reclaim_orphans(bool force)
-{
-    if (!orphans_take(force))
-        return 1;
-    receive(&orphans);
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
-        shoal_page_t *pg = orphans.pages[c], *next;
-        for (; pg != &shoal_empty_page; pg = next) {
-            next = pg->next != NULL ? pg->next : &shoal_empty_page;
-            shoal_page_collect(pg);
-            if (!page_unused(pg))
-                continue;
-            shoal_queue_remove(&orphans, pg);
-            atomic_fetch_sub_explicit(&orphaned[c], 1, memory_order_relaxed);
-            /* No shoal_purge_note_free: this runs at the start of a pass,
-             * which sees the slots and comes back for them. */
-            shoal_count(&orphans.stats.pages[c], (uint64_t)-1);
-            unmake_page(pg);
-            release_span(pg);
-        }
-    }
-    orphans_give();
-    return 0;
-}
-
 /* One reclaim at a time.  A forced one (alloc_collect(true), a failing
  * allocation, every pass with PURGE_DELAY_MS=0) waits for another
  * thread's to end: it promises everything back.  None runs from inside
@@ -723,7 +576,7 @@ size_t shoal_heap_reclaim(bool force)
 {
     /* Nor from inside an adoption: the thread that holds the orphanage
      * must wait for nothing (a forced reclaim may be waiting for it). */
-    if (tl_reclaiming || tl_holds_orphans)
+    if (tl_reclaiming || shoal_orphanage_held())
         return 1;               /* a later pass looks again */
     while (atomic_flag_test_and_set_explicit(&reclaiming, memory_order_acquire)) {
         if (!force)
@@ -732,7 +585,7 @@ size_t shoal_heap_reclaim(bool force)
     }
     tl_reclaiming = true;
     size_t waiting = retire_parked(force);
-    waiting += reclaim_orphans(force);
+    waiting += shoal_orphanage_reclaim(force);
     /* Huge mappings that live threads keep for reuse, unused for a pass. */
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all)
@@ -757,15 +610,15 @@ void shoal_heap_collect(void)
     if (h == &shoal_empty_heap)
         return;
     shoal_remote_send_all(h);
-    receive(h);
+    shoal_heap_receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
             shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (page_unused(pg)) {
+            if (shoal_page_unused(pg)) {
                 shoal_queue_remove(h, pg);
-                release_page(h, pg, TO_POOL);
+                shoal_heap_release_page(h, pg, SHOAL_TO_POOL);
             }
             pg = next;
         }
@@ -773,17 +626,15 @@ void shoal_heap_collect(void)
     drain_cache(h);
 }
 
-/* The orphan lock is taken only with a try, except here: whoever holds
- * it lets go without waiting for anything. */
 void shoal_heap_fork_prepare(void)
 {
     shoal_lock(&area_lock);
-    shoal_lock(&orphan_lock);
+    shoal_orphanage_fork_lock();
 }
 
 void shoal_heap_fork_parent(void)
 {
-    shoal_unlock(&orphan_lock);
+    shoal_orphanage_fork_unlock();
     shoal_unlock(&area_lock);
 }
 
@@ -805,7 +656,7 @@ void shoal_heap_fork_child(bool locked)
      * it had popped is lost to the child, and the child's own forced
      * reclaims must not wait for it. */
     atomic_flag_clear_explicit(&reclaiming, memory_order_relaxed);
-    shoal_unlock(&orphan_lock);
+    shoal_orphanage_fork_unlock();
     shoal_unlock(&area_lock);
 }
 
@@ -815,7 +666,7 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->live_peak = atomic_load_explicit(&heaps_live_peak, memory_order_relaxed);
     st->created = atomic_load_explicit(&heaps_created, memory_order_relaxed);
     st->exited = atomic_load_explicit(&heaps_exited, memory_order_relaxed);
-    st->abandoned_pages = 0;
+    st->abandoned_pages = shoal_orphanage_pages();
     st->structs = atomic_load_explicit(&heaps_made, memory_order_relaxed);
     st->struct_bytes = heap_struct_bytes();
     st->adopted = st->remote_received = 0;
@@ -829,7 +680,6 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
         st->pages[c] = 0;
-        st->abandoned_pages += atomic_load_explicit(&orphaned[c], memory_order_relaxed);
     }
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all) {

@@ -105,6 +105,20 @@ shoal_page_t *shoal_heap_find_page(unsigned cls);
  * holder): one of the queue's, or a fresh one.  NULL with errno ENOMEM. */
 shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls);
 
+/* Take what h's inbox holds (h's holder only). */
+void shoal_heap_receive(shoal_heap_t *h);
+
+/* Where a page that stops being one goes. */
+enum shoal_release_to {
+    SHOAL_TO_CACHE,             /* the heap's page cache if it has room, else the pool */
+    SHOAL_TO_POOL,
+    SHOAL_TO_POOL_IDLE,         /* the pool, unused for a purge delay already */
+    SHOAL_TO_POOL_IN_PASS,      /* the pool, from a purge pass (which sees the slots) */
+};
+
+/* pg, which h holds and has no block out, stops being a page (h's holder). */
+void shoal_heap_release_page(shoal_heap_t *h, shoal_page_t *pg, enum shoal_release_to to);
+
 /* The owner freed the last block of pg, or freed into a full page. */
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 

@@ -172,7 +172,7 @@ static void write_profile(int fd)
 }
 
 static char prefix[256] = "shoal";
-static _Atomic unsigned next_seq;
+static _Atomic unsigned next_seq;       /* relaxed: only distinct numbers are asked of it */
 
 /* <prefix>.<pid>.<seq>.heap, or <prefix>.<pid>.<what>.heap. */
 static void profile_name(char *buf, size_t cap, const char *what)

@@ -37,6 +37,8 @@ _Static_assert(ALLOC_STATS_CLASSES == SHOAL_CLASSES, "one row per size class");
 static uint64_t start_ms;
 static char stats_path[4096];                   /* SHOAL_STATS_FILE, or "": stderr */
 static atomic_flag dumping = ATOMIC_FLAG_INIT;
+/* Relaxed: counts, and a number kept for the report; the report's buffer
+ * is guarded by `dumping` (acquire to take, release to give). */
 static _Atomic uint64_t n_dumps, n_skipped;
 static _Atomic int installed_signal;            /* ours, 0 if none */
 static struct sigaction previous;               /* what we replaced */
@@ -85,12 +87,15 @@ typedef struct summary_s {
     size_t allocated, active, committed, dirty, large, large_bytes, abandoned;
 } summary_t;
 
+/* Sampled peaks: relaxed, raised by a compare-exchange loop (counter.h). */
 static _Atomic size_t peak_allocated, peak_active, peak_dirty;
 static _Atomic size_t peak_large, peak_large_bytes, peak_abandoned;
 static _Atomic size_t peak_class_blocks[SHOAL_CLASSES], peak_class_pages[SHOAL_CLASSES];
 static _Atomic size_t peak_large_bin[ALLOC_STATS_LARGE_BINS];
 _Static_assert(ALLOC_STATS_LARGE_BINS == SHOAL_MAX_ORDER + 1, "a large bin per order");
 _Static_assert(ALLOC_STATS_HUGE_BINS == SHOAL_HUGE_BINS, "the huge bins of huge.c");
+/* Relaxed: a time; the sample buffer is guarded by `sampling` (acquire to
+ * take, release to give). */
 static _Atomic uint64_t next_sample_ms;
 static atomic_flag sampling = ATOMIC_FLAG_INIT;
 static shoal_heap_stats_t sample_heaps;         /* guarded by `sampling` */

@@ -5,6 +5,8 @@
 #include "counter.h"
 #include "options.h"
 
+/* Relaxed: the account is one number, checked and changed with atomic
+ * read-modify-writes; nothing else is published through it. */
 static _Atomic size_t charged, charged_peak;
 
 bool shoal_commit_charge(size_t bytes)

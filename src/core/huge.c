@@ -306,12 +306,15 @@ static size_t slot_size(uintptr_t w)
 
 void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
 {
+    /* Relaxed: only the holder writes `size`, and this is the holder. */
     size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
     if (n > size)
         return NULL;            /* also an empty slot (0), and no overflow below */
     size_t need = shoal_align_up(user_offset(SHOAL_ALIGN) + n, SHOAL_SLOT_SIZE);
     if (!shoal_fits_without_waste(size, need))
         return NULL;
+    /* Acquire: the mapping's header, written before the put's release,
+     * is read below; a pass that took it first leaves 0. */
     uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w == 0)
@@ -326,6 +329,8 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
         shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0)
         return false;
     char *base = h->base;
+    /* Relaxed: a pass may only empty the slot meanwhile, which the
+     * exchange below finds. */
     uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
     if (old == SHOAL_HUGE_SLOT_CLOSED)
         return false;
@@ -334,12 +339,14 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
     s->puts++;
     uintptr_t w = (uintptr_t)base | ((s->puts << 1) & (SHOAL_SP_SIZE - 2));
     if (old == 0) {
-        /* Empty stays empty but for us: only the holder puts. */
+        /* Empty stays empty but for us: only the holder puts.  Release:
+         * the header (unlink_block above) is whole for whoever takes it. */
         atomic_store_explicit(&s->map, w, memory_order_release);
     } else {
         /* The newest mapping is the likeliest to serve the next malloc:
          * it takes the place of the one there, which goes to the shared
-         * cache (unless a pass took it meanwhile). */
+         * cache (unless a pass took it meanwhile).  Release as above;
+         * acquire for the old mapping's header, which retire reads. */
         old = atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
         if (old != 0)
             retire(slot_base(old), slot_size(old));
@@ -350,8 +357,10 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
 
 void shoal_huge_slot_drain(shoal_huge_slot_t *s)
 {
+    /* Relaxed: only the holder closes a slot, and this is the holder. */
     if (atomic_load_explicit(&s->map, memory_order_relaxed) == SHOAL_HUGE_SLOT_CLOSED)
         return;
+    /* Acquire, paired with the put's release: retire reads the header. */
     uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w != 0)
@@ -396,7 +405,8 @@ void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
 
 bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 {
-    /* In integers: a closed slot's word is no mapping's. */
+    /* In integers: a closed slot's word is no mapping's.  Relaxed: only
+     * the address is compared, nothing behind it is read. */
     uintptr_t base = atomic_load_explicit(&s->map, memory_order_relaxed) &
                      ~(uintptr_t)(SHOAL_SP_SIZE - 1);
     return base != 0 && base + user_offset(SHOAL_ALIGN) == (uintptr_t)p;
@@ -405,6 +415,8 @@ bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)
 {
     st->requests += shoal_counter_read(&s->requests);
+    /* Acquire, paired with the put's release: `size`, stored before it,
+     * is the mapping's (or, read while it moved, caught below). */
     uintptr_t w = atomic_load_explicit(&s->map, memory_order_acquire);
     if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED)
         return;

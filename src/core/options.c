@@ -47,6 +47,8 @@ static const option_desc_t options[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_PROF_LEAKS]      = { "PROF_LEAKS", 0, 1, V_BOOL, { 0 } },
 };
 
+/* Relaxed everywhere: an option is one word, and nothing else is
+ * published through it (what a change must reach runs in on_change). */
 _Atomic long shoal_option_values[ALLOC_OPTION_COUNT_] = {
     [ALLOC_OPTION_PURGE_DELAY_MS] = SHOAL_DEFAULT_PURGE_DELAY_MS,
     [ALLOC_OPTION_PURGE_THREAD] = SHOAL_DEFAULT_PURGE_THREAD,
@@ -63,6 +65,8 @@ const char *shoal_option_name(alloc_option_t o)
     return known(o) ? options[o].name : NULL;
 }
 
+/* Release at registration, acquire at the call: the function's module is
+ * set up before it registers. */
 static void (*_Atomic on_change[ALLOC_OPTION_COUNT_])(long);
 
 void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
@@ -76,6 +80,7 @@ void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
 static void warn_small_limit(long value)
 {
     static atomic_flag said = ATOMIC_FLAG_INIT;
+    /* Relaxed: it only keeps the warning to one. */
     if (!atomic_flag_test_and_set_explicit(&said, memory_order_relaxed))
         shoal_warning("MAX_MEMORY %ld is below the %zu bytes shoal needs for its first "
                       "block: every allocation will fail", value, SHOAL_COMMIT_MIN);

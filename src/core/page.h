@@ -132,11 +132,15 @@ static inline struct shoal_heap_s *shoal_page_heap(const shoal_page_t *pg)
     return shoal_owner_heap(shoal_page_owner(pg));
 }
 
+/* Relaxed: the full bit is read by the owner, which wrote it. */
 static inline bool shoal_page_is_full(const shoal_page_t *pg)
 {
     return (atomic_load_explicit(&pg->owner, memory_order_relaxed) & SHOAL_PAGE_FULL) != 0;
 }
 
+/* Release, paired with free's acquire load of the owner word: a thread
+ * that frees into pg and finds h there sees h set up (its inbox, its
+ * outbox slot). */
 static inline void shoal_page_set_owner(shoal_page_t *pg, struct shoal_heap_s *h, bool full)
 {
     atomic_store_explicit(&pg->owner, (uintptr_t)h | (full ? SHOAL_PAGE_FULL : 0),

@@ -30,11 +30,19 @@ _Atomic uint8_t shoal_chunk_map[SHOAL_CHUNKS];
 #define SHOAL_MAX_SUPERPAGES ((size_t)1 << 18)     /* 1 TiB of pool */
 
 static shoal_superpage_t *sp_table[SHOAL_MAX_SUPERPAGES];
-static _Atomic size_t sp_count;     /* entries of sp_table published */
-static _Atomic size_t claim_hint;   /* a superpage likely to have room */
+/* Entries of sp_table published: stored with release after the entry
+ * and its superpage are set up, loaded with acquire by every walk. */
+static _Atomic size_t sp_count;
+/* A superpage likely to have room: a hint, relaxed (a stale one costs a
+ * longer search, nothing else). */
+static _Atomic size_t claim_hint;
+/* Per superpage, the free slots a lazy purge (MADV_FREE) gave back;
+ * relaxed: changed under purge_lock or by a claim of the slots (which
+ * owns them), read as a hint. */
 static _Atomic uint64_t lazy_purged[SHOAL_MAX_SUPERPAGES];
 static shoal_lock_t grow_lock = SHOAL_LOCK_INIT;
 static shoal_lock_t purge_lock = SHOAL_LOCK_INIT;
+/* Statistics: relaxed, nothing is published through them. */
 static _Atomic uint64_t n_claims, n_releases, n_purged_bytes;
 static _Atomic size_t slots_claimed, slots_claimed_peak;  /* the purger's excluded */
 

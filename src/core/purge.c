@@ -7,6 +7,11 @@
 #include "pool.h"
 #include "../os/os.h"
 
+/* The clock's words are relaxed: each is one fact on its own (a time, a
+ * flag), and what a pass purges it finds under the pool's and the huge
+ * cache's own locks.  The two hooks are stored with release when
+ * registered and loaded with acquire when called: the module behind a
+ * hook is set up before it registers. */
 static _Atomic uint64_t next_pass_ms;
 static _Atomic bool pending;
 static void (*_Atomic waker)(void);

@@ -90,7 +90,9 @@ uint64_t shoal_prof_gap(size_t size, size_t rate)
 
 static shoal_lock_t lock = SHOAL_LOCK_INIT;
 /* Set before the lock is taken and cleared after it is given back, so a
- * signal handler on this thread knows not to wait for it. */
+ * signal handler on this thread knows not to wait for it: a signal fence
+ * (the handler runs on this thread) keeps the compiler from moving the
+ * flag's stores past the lock's. */
 static __thread volatile bool tl_holds __attribute__((tls_model("initial-exec")));
 
 void shoal_prof_lock(void)

@@ -13,7 +13,8 @@
 #define MADV_POPULATE_WRITE 23          /* Linux 5.14 */
 #endif
 
-static _Atomic size_t os_mapped, os_mapped_peak;   /* bytes reserved, for stats */
+/* Bytes reserved, for stats: relaxed, nothing is published through them. */
+static _Atomic size_t os_mapped, os_mapped_peak;
 
 static void *map_anon(void *hint, size_t size)
 {

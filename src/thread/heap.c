@@ -33,13 +33,16 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
+/* Every heap ever made, pushed with release once the heap is set up and
+ * walked with acquire (heaps are never freed, so a walk needs no more). */
 static _Atomic(shoal_heap_t *) all_heaps;
+/* Statistics: relaxed, nothing is published through them. */
 static _Atomic size_t heaps_created, heaps_live, heaps_live_peak, heaps_exited;
 /* Frees by threads that have no heap (their exit handler ran). */
 static _Atomic uint64_t orphan_frees[SHOAL_CLASSES], orphan_remote_frees;
 
 static shoal_lock_t area_lock = SHOAL_LOCK_INIT;
-static _Atomic unsigned heaps_made;     /* structs, for their outbox slots */
+static _Atomic unsigned heaps_made;     /* structs, for their outbox slots (relaxed: a count) */
 static char *area_next, *area_end;
 
 static pthread_key_t exit_key;
@@ -50,10 +53,12 @@ static pthread_key_t exit_key;
  * runs destructors for at most four rounds: a heap made in the last one
  * would never be given up, and every exiting thread would leave one. */
 static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
-static _Atomic int init_state;          /* enum shoal_once */
+static _Atomic int init_state;          /* enum shoal_once (sync.h says its order) */
 
 static void thread_exit(void *arg);
 
+/* Stored with release when registered, loaded with acquire when called:
+ * the module behind a hook is set up before it registers. */
 static void (*_Atomic grew_hook)(void);
 static void (*_Atomic fork_child_hook)(void);
 
@@ -101,7 +106,7 @@ void shoal_process_init(void)
         shoal_once_end(&init_state);
         return;
     }
-    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != SHOAL_ONCE_DONE)
         sched_yield();
 }
 
@@ -569,6 +574,8 @@ static size_t retire_parked(bool force)
  * allocation, every pass with PURGE_DELAY_MS=0) waits for another
  * thread's to end: it promises everything back.  None runs from inside
  * itself: giving pages back can run a purge pass on this very thread. */
+/* Acquire to take, release to give: a reclaim sees what the one before
+ * it left (the heaps it parked back, the orphanage's pages). */
 static atomic_flag reclaiming = ATOMIC_FLAG_INIT;
 static __thread bool tl_reclaiming __attribute__((tls_model("initial-exec")));
 

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+/* Relaxed: statistics, nothing is published through them. */
 _Atomic uint64_t shoal_large_orphan_allocs;
 _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
 

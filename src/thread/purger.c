@@ -33,9 +33,14 @@
 
 enum { PURGER_NONE, PURGER_RUNNING, PURGER_FAILED };
 
+/* Whether a purger runs (PURGER_*): relaxed where it only decides a
+ * wake-up; the start and the exit order it with a CAS (acquire) and a
+ * release store, below. */
 static _Atomic int state;
-static _Atomic uint32_t work_seq;       /* a futex word: bumped on new work */
-static _Atomic uint32_t delay_seq;      /* one bumped when PURGE_DELAY_MS changes */
+/* Futex words, bumped with release and read with acquire: the purger
+ * that sees a new count sees the work (or the delay) that bumped it. */
+static _Atomic uint32_t work_seq;       /* bumped on new work */
+static _Atomic uint32_t delay_seq;      /* bumped when PURGE_DELAY_MS changes */
 
 static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
@@ -80,6 +85,7 @@ static void wake(void)
         futex(&work_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
+/* Relaxed: a hint to look again soon, nothing is published through it. */
 static _Atomic bool thread_exited;
 
 void shoal_purger_thread_exiting(void)
@@ -164,6 +170,7 @@ static void *purger_main(void *arg)
  * second, as this runs on slow paths while memory awaits purging. */
 static bool wanted(void)
 {
+    /* Relaxed: a time and a pace; the start itself is the CAS on state. */
     static _Atomic uint64_t next_look_ms;
     static _Atomic unsigned calls;
     long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);

@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""bench/charts.py RUN_DIR - PNG charts from a bench/run result directory.
+"""bench/charts.py RUN_DIR [OUT_DIR] - PNG charts from a bench/run result.
 
-Reads RUN_DIR/summary.csv and writes RUN_DIR/charts/*.png with matplotlib
-(Debian: python3-matplotlib).  bench/run calls it; run it by hand to redraw.
+Reads RUN_DIR/summary.csv (a run directory) or RUN_DIR/results.csv (the
+committed copy bench/run --publish writes to docs/bench/), and
+RUN_DIR/run.json for the caption (commit, date, mode), and writes
+OUT_DIR/*.png (default RUN_DIR/charts) with matplotlib (Debian:
+python3-matplotlib).  Bars and points are medians; the thin lines on
+them span the runs' minimum to maximum.  bench/run calls it; run it by
+hand to redraw.
 """
 import csv
+import json
 import os
 import sys
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 PLAIN = FuncFormatter(lambda y, _: "%g" % y)
+CAPTION = ""                    # set by main from run.json
 
 COLORS = {"shoal": "#1f77b4", "shoal+prefault": "#17becf", "glibc": "#7f7f7f",
           "jemalloc": "#d62728", "tcmalloc": "#2ca02c", "mimalloc": "#ff7f0e"}
@@ -22,21 +29,43 @@ ORDER = ["shoal", "shoal+prefault", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
 
 def load(run_dir):
     rows = []
-    with open(os.path.join(run_dir, "summary.csv")) as f:
+    name = "summary.csv" if os.path.exists(os.path.join(run_dir, "summary.csv")) else "results.csv"
+    with open(os.path.join(run_dir, name)) as f:
         for r in csv.DictReader(f):
-            r["median"] = float(r["median"])
+            for k in ("median", "min", "max"):
+                r[k] = float(r[k]) if r.get(k) not in (None, "") else float("nan")
             rows.append(r)
     return rows
 
 
-def get(rows, workload, metric, threads=None):
-    """{allocator: median} for one figure."""
+def caption(run_dir):
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    return "shoal %s, %s, %s run, median of %s (lines: min to max); %s" % (
+        info.get("commit", "?"), info.get("date", "?"), info.get("mode", "?"),
+        info.get("reps", "?"), info.get("cpu", ""))
+
+
+def get(rows, workload, metric, threads=None, spread=False):
+    """{allocator: median} for one figure; with spread, {allocator:
+    (median, min, max)}."""
     out = {}
     for r in rows:
         if r["workload"] == workload and r["metric"] == metric and (
                 threads is None or r["threads"] == threads):
-            out[r["allocator"]] = r["median"]
+            out[r["allocator"]] = (r["median"], r["min"], r["max"]) if spread else r["median"]
     return out
+
+
+def log_axis(axis):
+    """A log axis whose ticks read as plain numbers at 1, 2 and 5 of each
+    decade."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(PLAIN)
+    axis.set_minor_formatter(NullFormatter())
 
 
 def allocs_in(rows, workload=None):
@@ -52,26 +81,30 @@ def size_label(n):
 
 
 def grouped_bars(ax, groups, allocs, values, ylabel, title, log=False, ref=None):
-    """values[(group, alloc)] -> number."""
+    """values[(group, alloc)] -> number, or (median, min, max): a bar with
+    its spread."""
     n = len(allocs)
     width = 0.8 / max(n, 1)
     for i, a in enumerate(allocs):
-        xs, ys = [], []
+        xs, ys, lo, hi = [], [], [], []
         for g, grp in enumerate(groups):
             v = values.get((grp, a))
-            if v is not None and v == v:
+            m, vmin, vmax = v if isinstance(v, tuple) else (v, v, v)
+            if m is not None and m == m:
                 xs.append(g - 0.4 + width * (i + 0.5))
-                ys.append(v)
-        ax.bar(xs, ys, width, label=a, color=COLORS.get(a))
+                ys.append(m)
+                lo.append(m - vmin if vmin == vmin else 0)
+                hi.append(vmax - m if vmax == vmax else 0)
+        ax.bar(xs, ys, width, label=a, color=COLORS.get(a),
+               yerr=[lo, hi] if any(lo) or any(hi) else None,
+               error_kw=dict(elinewidth=0.8, capsize=1.5, ecolor="black"))
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if log:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(PLAIN)
-        ax.yaxis.set_minor_formatter(FuncFormatter(
-            lambda y, _: "%g" % y if str("%g" % y)[0] in "25" else ""))
+        log_axis(ax.yaxis)
     if ref is not None:
         ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
     ax.grid(axis="y", alpha=0.3)
@@ -79,8 +112,11 @@ def grouped_bars(ax, groups, allocs, values, ylabel, title, log=False, ref=None)
 
 
 def save(fig, out, name):
-    """Write the figure as out/name.png and free it."""
-    fig.tight_layout()
+    """Write the figure as out/name.png, with the run's caption, and free
+    it."""
+    if CAPTION:
+        fig.text(0.995, 0.003, CAPTION, ha="right", va="bottom", fontsize=7, color="#555555")
+    fig.tight_layout(rect=(0, 0.025, 1, 1) if CAPTION else None)
     fig.savefig(os.path.join(out, name + ".png"), dpi=110)
     plt.close(fig)
 
@@ -89,19 +125,21 @@ def chart_single_block(rows, out):
     pts = {}
     for r in rows:
         if r["workload"] == "single_block" and r["metric"].startswith("pair_ns."):
-            pts.setdefault(r["allocator"], []).append((int(r["metric"].split(".")[1]), r["median"]))
+            pts.setdefault(r["allocator"], []).append(
+                (int(r["metric"].split(".")[1]), r["median"], r["min"], r["max"]))
     if not pts:
         return
     fig, ax = plt.subplots(figsize=(10, 5.5))
     sizes = set()
     for a in [a for a in ORDER if a in pts]:
-        xs, ys = zip(*sorted(pts[a]))
+        xs, ys, lo, hi = zip(*sorted(pts[a]))
         sizes.update(xs)
-        ax.plot(xs, ys, marker="o", markersize=3, label=a, color=COLORS.get(a),
-                linewidth=2.2 if a == "shoal" else 1.2)
+        ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, lo)], [v - y for y, v in zip(ys, hi)]],
+                    marker="o", markersize=3, label=a, color=COLORS.get(a),
+                    linewidth=2.2 if a == "shoal" else 1.2, elinewidth=0.7, capsize=1.5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(PLAIN)
+    log_axis(ax.yaxis)
     s = sorted(sizes)
     ax.set_xticks(s[::2])
     ax.set_xticklabels([size_label(x) for x in s[::2]], rotation=45)
@@ -123,9 +161,9 @@ def chart_calloc(rows, out):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8))
     v1, v2 = {}, {}
     for s, g in zip(sizes, groups):
-        for a, v in get(rows, "calloc_malloc", "calloc_ns.%d" % s).items():
+        for a, v in get(rows, "calloc_malloc", "calloc_ns.%d" % s, spread=True).items():
             v1[(g, a)] = v
-        for a, v in get(rows, "calloc_malloc", "calloc_over_malloc.%d" % s).items():
+        for a, v in get(rows, "calloc_malloc", "calloc_over_malloc.%d" % s, spread=True).items():
             v2[(g, a)] = v
     grouped_bars(a1, groups, allocs, v1, "ns per calloc + write + free (log)",
                  "2. calloc cost", log=True)
@@ -146,31 +184,39 @@ def chart_relative(rows, out):
     rgroups, rv = [], {}
     threads = sorted({r["threads"] for r in rows if r["threads"]}, key=int)
 
+    def relative(d, inverse=False):
+        """(median, min, max) over shoal's median (inverse: shoal's over
+        them, for figures where higher is better)."""
+        base = d["shoal"][0]
+        if inverse:
+            return {a: (base / m, base / hi, base / lo) for a, (m, lo, hi) in d.items()}
+        return {a: (m / base, lo / base, hi / base) for a, (m, lo, hi) in d.items()}
+
     def add_rss(w, t, label):
-        rss = get(rows, w, "peak_rss_mb", t)
-        if rss.get("shoal") and label not in rgroups:
+        rss = get(rows, w, "peak_rss_mb", t, spread=True)
+        if "shoal" in rss and rss["shoal"][0] and label not in rgroups:
             rgroups.append(label)
-            for a, v in rss.items():
-                rv[(label, a)] = v / rss["shoal"]
+            for a, v in relative(rss).items():
+                rv[(label, a)] = v
 
     for w, m in TIME_FIGURES:
         for t in ([None] if w in ("json_tree", "footprint") else threads):
-            d = get(rows, w, m, t)
-            if not d or "shoal" not in d:
+            d = get(rows, w, m, t, spread=True)
+            if not d or "shoal" not in d or not d["shoal"][0]:
                 continue
             tl = " T=%s" % t if t else ""
             g = "%s %s%s" % (w, m.rsplit("_", 1)[0], tl)
             groups.append(g)
-            for a, v in d.items():
-                tv[(g, a)] = v / d["shoal"]
+            for a, v in relative(d).items():
+                tv[(g, a)] = v
             add_rss(w, t, w + tl)
     for test in ("set", "get", "lpush", "lrange_100"):
-        d = get(rows, "redis", "rps." + test)
-        if d.get("shoal"):
+        d = get(rows, "redis", "rps." + test, spread=True)
+        if "shoal" in d and d["shoal"][0]:
             g = "redis %s (1/rps)" % test
             groups.append(g)
-            for a, v in d.items():
-                tv[(g, a)] = d["shoal"] / v
+            for a, v in relative(d, inverse=True).items():
+                tv[(g, a)] = v
     add_rss("redis", None, "redis")
     add_rss("footprint", None, "footprint")
     if not groups:
@@ -192,9 +238,11 @@ def chart_page_faults(rows, out):
     for ax, (m, label) in zip(axes, (("total_s", "seconds (excluding pauses)"),
                                      ("minflt", "minor page faults"),
                                      ("peak_rss_mb", "peak RSS (MiB)"))):
-        d = get(rows, "page_faults", m)
+        d = get(rows, "page_faults", m, spread=True)
         xs = [a for a in allocs if a in d]
-        ax.bar(range(len(xs)), [d[a] for a in xs], color=[COLORS.get(a) for a in xs])
+        ax.bar(range(len(xs)), [d[a][0] for a in xs], color=[COLORS.get(a) for a in xs],
+               yerr=[[d[a][0] - d[a][1] for a in xs], [d[a][2] - d[a][0] for a in xs]],
+               error_kw=dict(elinewidth=0.8, capsize=2, ecolor="black"))
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels(xs, rotation=30, ha="right")
         ax.set_title(label)
@@ -240,7 +288,7 @@ def chart_redis(rows, out):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(14, 4.8))
     v = {}
     for t in tests:
-        for a, x in get(rows, "redis", "rps." + t).items():
+        for a, x in get(rows, "redis", "rps." + t, spread=True).items():
             v[(t, a)] = x
     grouped_bars(a1, tests, allocs, v, "requests per second (log; higher is better)",
                  "9. redis-benchmark -P 16", log=True)
@@ -248,18 +296,20 @@ def chart_redis(rows, out):
     v = {}
     for g, m in zip(groups, ("peak_rss_mb", "rss_loaded_mb", "rss_loaded_settled_mb",
                              "rss_after_flush_mb")):
-        for a, x in get(rows, "redis", m).items():
+        for a, x in get(rows, "redis", m, spread=True).items():
             v[(g, a)] = x
     grouped_bars(a2, groups, allocs, v, "RSS (MiB)", "9. redis-server RSS")
     save(fig, out, "redis")
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: charts.py RUN_DIR")
+    global CAPTION
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: charts.py RUN_DIR [OUT_DIR]")
     run_dir = sys.argv[1]
     rows = load(run_dir)
-    out = os.path.join(run_dir, "charts")
+    CAPTION = caption(run_dir)
+    out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(run_dir, "charts")
     os.makedirs(out, exist_ok=True)
     for fn in (chart_single_block, chart_calloc, chart_relative, chart_page_faults, chart_redis,
                chart_generations):

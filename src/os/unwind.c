@@ -415,7 +415,8 @@ static uint64_t derive_rule(const uint8_t *hdr, uintptr_t pc)
     if (len == 0 || len >= 0xfffffff0u)
         return rule_pack(RULE_NONE, 0, 0, 0);
     r.end = fde + 4 + len;
-    const uint8_t *cie_at = r.p - (uint32_t)read_fixed(&r, 4);
+    const uint8_t *cie_field = r.p;     /* the CIE pointer counts back from here */
+    const uint8_t *cie_at = cie_field - (uint32_t)read_fixed(&r, 4);
     struct cie cie;
     if (r.bad || !read_cie(cie_at, &cie) || cie.signal)
         return rule_pack(RULE_NONE, 0, 0, 0);
@@ -527,8 +528,8 @@ unsigned shoal_os_unwind(void **pcs, unsigned max)
         if ((rule & RULE_CFA_RBP) && !bp_known)
             break;
         uintptr_t cfa = ((rule & RULE_CFA_RBP) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfa_off(rule);
-        if (cfa <= sp || cfa - low > STACK_SPAN || (cfa & 7) != 0)
-            break;
+        if (cfa < sp + 8 || cfa - low > STACK_SPAN || (cfa & 7) != 0)
+            break;              /* (the return address is at cfa - 8, at or above sp) */
         ip = *(const uintptr_t *)(cfa - 8);
         int16_t rbp_off = rule_rbp_off(rule);
         if (rbp_off != 0) {

@@ -99,12 +99,10 @@ set(SHOAL_PC_LIBDIR "${_pc_libdir}")
 set(SHOAL_PC_INCLUDEDIR "${_pc_incdir}")
 # glibc 2.34 and later have pthreads in libc; -lpthread is still right
 # (an empty library there) and needed on older ones for static links.
-# libm: the sampling draws of heap profiling.
 set(SHOAL_PC_THREADS "-lpthread")
 if(CMAKE_THREAD_LIBS_INIT AND NOT CMAKE_THREAD_LIBS_INIT STREQUAL "-lpthread")
   set(SHOAL_PC_THREADS "${CMAKE_THREAD_LIBS_INIT}")
 endif()
-set(SHOAL_PC_THREADS "${SHOAL_PC_THREADS} -lm")
 foreach(pc shoal shoal-static)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/${pc}.pc.in
                  ${CMAKE_CURRENT_BINARY_DIR}/install/${pc}.pc @ONLY)

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <cmocka.h>
 
 #include "shoal.h"
+#include "core/expo.h"
 #include "test_util.h"
 
 #ifdef UNDER_TSAN
@@ -510,6 +512,30 @@ static void test_large_cache_while_profiling(void **state)
     assert_true(slots_used() + 4 <= used);
 }
 
+/* The draws' two functions (core/expo.h, no libm in shoal) against
+ * libm's, over their whole ranges and at both ends. */
+static void test_expo_matches_libm(void **state)
+{
+    (void)state;
+    for (double y = 0x1.0p-53; y <= 1.0; y *= 1.0009765625) {
+        double want = -log(y), got = shoal_neg_log(y);
+        if (fabs(got - want) > 1e-14 * (want > 1.0 ? want : 1.0))
+            fail_msg("-log(%a): %.17g, libm %.17g", y, got, want);
+    }
+    assert_true(shoal_neg_log(1.0) == 0.0);
+    for (double y = 1.0 - 0x1.0p-40; y < 1.0; y += 0x1.0p-44) {     /* just below 1 */
+        double want = -log1p(y - 1.0), got = shoal_neg_log(y);
+        if (fabs(got - want) > 1e-14 * want)
+            fail_msg("-log(1 - %a): %.17g, libm %.17g", 1.0 - y, got, want);
+    }
+    for (double x = 0x1.0p-60; x < 800.0; x *= 1.001) {
+        double want = -expm1(-x), got = shoal_one_minus_exp_neg(x);
+        if (fabs(got - want) > 1e-14 * want)
+            fail_msg("1 - exp(-%a): %.17g, libm %.17g", x, got, want);
+    }
+    assert_true(shoal_one_minus_exp_neg(0.0) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_every_allocation_sampled),
         cmocka_unit_test(test_off),
         cmocka_unit_test(test_large_cache_while_profiling),
+        cmocka_unit_test(test_expo_matches_libm),
     };
     if (getenv("TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("TEST_FILTER"));

@@ -3,8 +3,8 @@
 #define _GNU_SOURCE
 #include "samples.h"
 
-#include <math.h>
 #include <string.h>
+#include "expo.h"
 #include "layout.h"
 #include "message.h"
 #include "sync.h"
@@ -77,7 +77,7 @@ uint64_t shoal_prof_interval(size_t rate)
 {
     /* u uniform in [0, 1): -log(1 - u) is exponential of mean 1. */
     double u = (double)(next_random() >> 11) * 0x1.0p-53;
-    double x = -log1p(-u) * (double)rate;
+    double x = shoal_neg_log(1.0 - u) * (double)rate;     /* 1 - u is exact */
     return x >= 0x1.0p63 ? UINT64_MAX : (uint64_t)x;
 }
 
@@ -272,8 +272,8 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
     } else if ((r = arena_take(sizeof *r)) == NULL) {
         return;
     }
-    /* p(s) = 1 - exp(-s / rate); expm1 keeps it exact for small s. */
-    double prob = -expm1(-(double)size / (double)rate);
+    /* p(s) = 1 - exp(-s / rate), exact for small s too (expo.h). */
+    double prob = shoal_one_minus_exp_neg((double)size / (double)rate);
     r->addr = p;
     r->site = s;
     r->bytes = (uint64_t)((double)size / prob + 0.5);

@@ -84,8 +84,11 @@ void shoal_prof_unsample(const void *p, const shoal_ptr_t *c)
 }
 
 /* ---- writing a profile ------------------------------------------------
- * Everything below runs holding the profiling lock, which guards the
- * buffer too, and is async-signal-safe (open, read, write, close). */
+ * Everything below runs holding the dump's turn (shoal_prof_dump_begin),
+ * which guards the buffer, and is async-signal-safe (open, read, write,
+ * close).  The sites are read without the profiling lock, so a dump
+ * never holds up a thread that samples or frees a sampled block, however
+ * long it takes to write. */
 
 typedef struct writer_s {
     int fd;
@@ -119,22 +122,28 @@ static uint64_t objects(uint64_t fixed)
     return (fixed + SHOAL_PROF_OBJ_ONE / 2) / SHOAL_PROF_OBJ_ONE;
 }
 
+static uint64_t figure(const _Atomic uint64_t *f)
+{
+    return atomic_load_explicit(f, memory_order_relaxed);
+}
+
 static void add_site(const shoal_prof_site_t *s, void *arg)
 {
     writer_t *w = arg;
-    w->live_bytes += s->live_bytes;
-    w->live_objs += s->live_objs;
-    w->total_bytes += s->total_bytes;
-    w->total_objs += s->total_objs;
-    w->sites += s->live_bytes != 0;
+    uint64_t live = figure(&s->live_bytes);
+    w->live_bytes += live;
+    w->live_objs += figure(&s->live_objs);
+    w->total_bytes += figure(&s->total_bytes);
+    w->total_objs += figure(&s->total_objs);
+    w->sites += live != 0;
 }
 
 static void put_site(const shoal_prof_site_t *s, void *arg)
 {
     writer_t *w = arg;
-    put(w, "%lu: %lu [%lu: %lu] @", (unsigned long)objects(s->live_objs),
-        (unsigned long)s->live_bytes, (unsigned long)objects(s->total_objs),
-        (unsigned long)s->total_bytes);
+    put(w, "%lu: %lu [%lu: %lu] @", (unsigned long)objects(figure(&s->live_objs)),
+        (unsigned long)figure(&s->live_bytes), (unsigned long)objects(figure(&s->total_objs)),
+        (unsigned long)figure(&s->total_bytes));
     for (unsigned i = 0; i < s->depth; i++)
         put(w, " 0x%lx", (unsigned long)(uintptr_t)s->pcs[i]);
     put(w, "\n");
@@ -184,7 +193,7 @@ static void profile_name(char *buf, size_t cap, const char *what)
                      atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed));
 }
 
-/* Write a profile to `path`, holding the lock: 0 or open's errno. */
+/* Write a profile to `path`, holding the dump's turn: 0 or open's errno. */
 static int dump_to(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -205,27 +214,27 @@ int alloc_prof_dump(const char *path)
         path = name;
     }
     int saved = errno;
-    shoal_prof_lock();
+    shoal_prof_dump_begin(true);
     int err = dump_to(path);
-    shoal_prof_unlock();
+    shoal_prof_dump_end();
     errno = saved;
     return err;
 }
 
 void shoal_prof_signal(void)
 {
-    if (shoal_prof_rate() == 0 || !shoal_prof_lock_from_signal())
+    if (shoal_prof_rate() == 0 || !shoal_prof_dump_begin(false))
         return;
     char name[sizeof prefix + 64];
     profile_name(name, sizeof name, NULL);
     dump_to(name);
-    shoal_prof_unlock();
+    shoal_prof_dump_end();
 }
 
 /* ---- start-up, options and the leak report at exit -------------------- */
 
-/* PROF or PROF_SAMPLE changed (or start-up).  The unwinder is loaded
- * here, never inside malloc: if it cannot be, PROF goes back to 0. */
+/* PROF or PROF_SAMPLE changed (or start-up).  Without a stack walk in
+ * this build (os/unwind.h), PROF goes back to 0. */
 static void apply(long value)
 {
     (void)value;
@@ -257,10 +266,10 @@ __attribute__((destructor)) static void profile_exit(void)
         return;
     char name[sizeof prefix + 64];
     profile_name(name, sizeof name, "leaks");
-    shoal_prof_lock();
+    shoal_prof_dump_begin(true);
     int err = dump_to(name);
     writer_t w = out;           /* its totals */
-    shoal_prof_unlock();
+    shoal_prof_dump_end();
     if (err != 0)
         shoal_warning("the leak report cannot be written to %s (errno %d)", name, err);
     else

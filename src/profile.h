@@ -29,7 +29,7 @@ static inline void *shoal_prof_after_big(void *p)
 void shoal_prof_unsample(const void *p, const shoal_ptr_t *c);
 
 /* The stats signal came: a profile too, while profiling is on
- * (async-signal-safe; dropped if this thread was inside the table). */
+ * (async-signal-safe; dropped if another dump is being written). */
 void shoal_prof_signal(void);
 
 #endif

@@ -89,40 +89,48 @@ uint64_t shoal_prof_gap(size_t size, size_t rate)
 /* ---- the lock --------------------------------------------------------- */
 
 static shoal_lock_t lock = SHOAL_LOCK_INIT;
-/* Set before the lock is taken and cleared after it is given back, so a
- * signal handler on this thread knows not to wait for it: a signal fence
- * (the handler runs on this thread) keeps the compiler from moving the
- * flag's stores past the lock's. */
-static __thread volatile bool tl_holds __attribute__((tls_model("initial-exec")));
 
 void shoal_prof_lock(void)
 {
-    tl_holds = true;
-    atomic_signal_fence(memory_order_seq_cst);
     shoal_lock(&lock);
 }
 
 void shoal_prof_unlock(void)
 {
     shoal_unlock(&lock);
-    atomic_signal_fence(memory_order_seq_cst);
-    tl_holds = false;
 }
 
-bool shoal_prof_lock_from_signal(void)
+/* Acquire to take the turn, release to give it: a dump's buffer is whole
+ * for the next. */
+static atomic_flag dumping = ATOMIC_FLAG_INIT;
+
+bool shoal_prof_dump_begin(bool wait)
 {
-    if (tl_holds)
-        return false;
-    shoal_prof_lock();
+    while (atomic_flag_test_and_set_explicit(&dumping, memory_order_acquire)) {
+        if (!wait)
+            return false;
+        sched_yield();
+    }
     return true;
+}
+
+void shoal_prof_dump_end(void)
+{
+    atomic_flag_clear_explicit(&dumping, memory_order_release);
+}
+
+void shoal_prof_fork_child(void)
+{
+    atomic_flag_clear_explicit(&dumping, memory_order_relaxed);
 }
 
 /* ---- the table ---------------------------------------------------------
  * Records and sites come from mappings of shoal's own, never from malloc,
  * and are never given back: freed records are reused, sites (one per
  * distinct stack) stay for the cumulative figures.  Both tables hash into
- * arrays of chains, mapped at the first sample: the sites' of a fixed
- * size, the records' small at first and four times larger whenever it
+ * arrays of chains: the sites' of a fixed size (zeroed data, touched as
+ * it fills), the records' mapped at the first sample, small at first and
+ * four times larger whenever it
  * holds twice as many records as chains (the lock is held: a rehash
  * needs no care), so that a process with few samples touches a page or
  * two of it, not half a megabyte. */
@@ -142,7 +150,10 @@ typedef struct record_s {
 static record_t **records;
 static unsigned record_bits;    /* records has 2^record_bits chains */
 static size_t record_count;
-static shoal_prof_site_t **sites;
+/* A site is pushed on its chain with a release store of the head, after
+ * every field is written; a dump walks the chains with an acquire load
+ * of each head, without the lock, and a site's `next` never changes. */
+static _Atomic(shoal_prof_site_t *) sites[SITE_BUCKETS];
 static record_t *spare_records;
 static char *arena_next, *arena_end;
 
@@ -196,9 +207,7 @@ static bool tables_ready(void)
 {
     if (records == NULL && (records = records_map(RECORD_BITS_FIRST)) != NULL)
         record_bits = RECORD_BITS_FIRST;
-    if (sites == NULL)
-        sites = shoal_os_reserve(SITE_BUCKETS * sizeof *sites, SHOAL_OS_PAGE);
-    return records != NULL && sites != NULL;
+    return records != NULL;
 }
 
 static uint64_t hash_pcs(void *const *pcs, unsigned depth)
@@ -212,8 +221,9 @@ static uint64_t hash_pcs(void *const *pcs, unsigned depth)
 static shoal_prof_site_t *site_of(void *const *pcs, unsigned depth)
 {
     uint64_t h = hash_pcs(pcs, depth);
-    shoal_prof_site_t **chain = &sites[h & (SITE_BUCKETS - 1)];
-    for (shoal_prof_site_t *s = *chain; s != NULL; s = s->next)
+    _Atomic(shoal_prof_site_t *) *chain = &sites[h & (SITE_BUCKETS - 1)];
+    shoal_prof_site_t *head = atomic_load_explicit(chain, memory_order_relaxed);  /* ours */
+    for (shoal_prof_site_t *s = head; s != NULL; s = s->next)
         if (s->hash == h && s->depth == depth && memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0)
             return s;
     shoal_prof_site_t *s = arena_take(sizeof *s + depth * sizeof *pcs);
@@ -223,8 +233,8 @@ static shoal_prof_site_t *site_of(void *const *pcs, unsigned depth)
     s->hash = h;
     s->depth = depth;
     memcpy(s->pcs, pcs, depth * sizeof *pcs);
-    s->next = *chain;
-    *chain = s;
+    s->next = head;
+    atomic_store_explicit(chain, s, memory_order_release);
     return s;
 }
 
@@ -247,10 +257,18 @@ static record_t *unlink_record(const void *p)
     return NULL;
 }
 
+/* *c += d, d possibly wrapping to subtract (holding the lock: no other
+ * writer, so a load and a store). */
+static void add(_Atomic uint64_t *c, uint64_t d)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
 static void drop(record_t *r)
 {
-    r->site->live_bytes -= r->bytes;
-    r->site->live_objs -= r->objs;
+    add(&r->site->live_bytes, -r->bytes);
+    add(&r->site->live_objs, -r->objs);
     r->next = spare_records;
     spare_records = r;
 }
@@ -278,10 +296,10 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
     r->site = s;
     r->bytes = (uint64_t)((double)size / prob + 0.5);
     r->objs = (uint64_t)(SHOAL_PROF_OBJ_ONE / prob + 0.5);
-    s->live_bytes += r->bytes;
-    s->total_bytes += r->bytes;
-    s->live_objs += r->objs;
-    s->total_objs += r->objs;
+    add(&s->live_bytes, r->bytes);
+    add(&s->total_bytes, r->bytes);
+    add(&s->live_objs, r->objs);
+    add(&s->total_objs, r->objs);
     if (record_count >= (size_t)2 << record_bits && record_bits < RECORD_BITS_MAX)
         grow_records();
     record_t **chain = chain_of(p);
@@ -301,9 +319,8 @@ void shoal_prof_forget(const void *p)
 
 void shoal_prof_each_site(void (*fn)(const shoal_prof_site_t *, void *), void *arg)
 {
-    if (sites == NULL)
-        return;
     for (unsigned i = 0; i < SITE_BUCKETS; i++)
-        for (shoal_prof_site_t *s = sites[i]; s != NULL; s = s->next)
+        for (shoal_prof_site_t *s = atomic_load_explicit(&sites[i], memory_order_acquire);
+             s != NULL; s = s->next)
             fn(s, arg);
 }

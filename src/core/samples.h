@@ -57,14 +57,19 @@ uint64_t shoal_prof_interval(size_t rate);
  * found no frame outside shoal). */
 unsigned shoal_prof_backtrace(void **pcs);
 
-/* The lock over the table (and the sampled heap, thread/sampled.h); fork
- * holds it across (thread/fork.c): the child inherits the table. */
+/* The lock over the table's writers (and the sampled heap,
+ * thread/sampled.h); fork holds it across (thread/fork.c): the child
+ * inherits the table.  A dump reads the sites without it (below). */
 void shoal_prof_lock(void);
 void shoal_prof_unlock(void);
 
-/* For a dump from a signal handler: take the lock unless this thread
- * holds it already (it was interrupted inside), which false says. */
-bool shoal_prof_lock_from_signal(void);
+/* One dump at a time (they share a buffer): take the turn, waiting for
+ * another dump to end with `wait`, else false if one runs (a signal
+ * handler, which must not wait: it may have interrupted that dump).
+ * fork's child gives up a turn that a thread of the parent held. */
+bool shoal_prof_dump_begin(bool wait);
+void shoal_prof_dump_end(void);
+void shoal_prof_fork_child(void);
 
 /* Record the block at p, of `size` usable bytes, allocated at the stack
  * pcs[0..depth), sampled at `rate` (holding the lock).  A block recorded
@@ -76,20 +81,23 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
 /* The block at p, sampled, was freed (holding the lock). */
 void shoal_prof_forget(const void *p);
 
-/* The estimates of one allocation stack. */
+/* The estimates of one allocation stack.  Everything but the four
+ * figures is written once, before the site is published; the figures
+ * change under the lock and are read without it (relaxed: each is one
+ * word, and a dump is a snapshot of a moving process anyway). */
 typedef struct shoal_prof_site_s {
     struct shoal_prof_site_s *next;     /* in the table's chain */
     uint64_t hash;
-    uint64_t live_bytes, total_bytes;   /* estimated bytes: live now, ever */
-    uint64_t live_objs, total_objs;     /* estimated objects, in 1/65536 */
+    _Atomic uint64_t live_bytes, total_bytes;   /* estimated bytes: live now, ever */
+    _Atomic uint64_t live_objs, total_objs;     /* estimated objects, in 1/65536 */
     unsigned depth;
     void *pcs[];
 } shoal_prof_site_t;
 
 #define SHOAL_PROF_OBJ_ONE 65536
 
-/* Call fn for every stack that ever allocated a sample (holding the
- * lock). */
+/* Call fn for every stack that ever allocated a sample, without the
+ * lock (a site published meanwhile may be seen or not). */
 void shoal_prof_each_site(void (*fn)(const shoal_prof_site_t *, void *), void *arg);
 
 #endif

@@ -54,6 +54,7 @@ static void parent(void)
 
 static void child(void)
 {
+    shoal_prof_fork_child();    /* a dump the parent's other threads ran is gone */
     if (locked)
         release();
     shoal_heap_fork_child(locked);

@@ -1,5 +1,5 @@
-/* stats.c - alloc_stats_get, the text and JSON reports, the dump on a
- * signal and the report at exit.
+/* stats.c - alloc_stats_get, the peaks, the dump on a signal and the
+ * report at exit (report.c formats the reports).
  *
  * Everything here is async-signal-safe: figures are read from atomic
  * counters and bitmaps (no lock is taken), reports are formatted by
@@ -28,7 +28,9 @@
 #include "core/purge.h"
 #include "core/size_class.h"
 #include "os/os.h"
+#include "figures.h"
 #include "profile.h"
+#include "report.h"
 #include "stats.h"
 #include "thread/heap.h"
 
@@ -190,10 +192,22 @@ static void stats_fill(alloc_stats_t *st)
     shoal_pool_stats_t pool;
     shoal_huge_stats_t huge;
     summary_t sum;
-    struct rusage ru;
     sample(heaps, &pool, &huge, &sum);
+    struct rusage ru;
+    bool ru_ok = getrusage(RUSAGE_SELF, &ru) == 0;
+    uint64_t minor = ru_ok ? (uint64_t)ru.ru_minflt : 0, major = ru_ok ? (uint64_t)ru.ru_majflt : 0;
+    size_t rss_peak = ru_ok ? (size_t)ru.ru_maxrss * 1024 : 0;
     *st = (alloc_stats_t){ .size = sizeof *st, .version = ALLOC_STATS_VERSION };
     st->elapsed_ms = start_ms != 0 ? shoal_os_now_ms() - start_ms : 0;
+#define FILL(group, key, kind, field, value) st->field = (value);
+#define FILL_PEAK(group, key, kind, field, value, peak) \
+    st->field = (value);                                  \
+    st->field##_peak = (peak);
+#define NO_FILL(group, key, a, b)
+    SHOAL_FIGURES(FILL, FILL_PEAK, NO_FILL)
+#undef FILL
+#undef FILL_PEAK
+#undef NO_FILL
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         alloc_class_stats_t *k = &st->classes[c];
         alloc_class_peaks_t *kp = &st->class_peaks[c];
@@ -215,61 +229,6 @@ static void stats_fill(alloc_stats_t *st)
     for (unsigned i = 0; i < ALLOC_STATS_HUGE_BINS; i++)
         st->huge_bins[i] = (alloc_bin_stats_t){ huge.bin_live[i], huge.bin_bytes[i],
                                                 huge.bin_peak[i] };
-    st->allocated = sum.allocated;
-    st->active = sum.active;
-    st->committed = sum.committed;
-    st->resident = read_resident();
-    st->mapped = shoal_os_mapped();
-    st->purged = pool.purged_bytes;
-    st->allocated_peak = peak_of(&peak_allocated);
-    st->active_peak = max_of(peak_of(&peak_active), pool.slots_claimed_peak << SHOAL_SLOT_SHIFT);
-    st->committed_peak = max_of(shoal_commit_peak(), st->committed);
-    st->mapped_peak = max_of(shoal_os_mapped_peak(), st->mapped);
-    st->superpages = pool.superpages;
-    st->purge_due_ms = shoal_purge_due_in_ms();
-    st->metadata = pool.superpages * sizeof(shoal_superpage_t) +
-                   heaps->structs * heaps->struct_bytes;
-    st->pool_slots_used = pool.slots_claimed;
-    st->pool_slots_used_peak = max_of(pool.slots_claimed_peak, pool.slots_claimed);
-    st->pool_slots_dirty = sum.dirty;
-    st->pool_slots_dirty_peak = peak_of(&peak_dirty);
-    st->pool_claims = pool.claims;
-    st->pool_releases = pool.releases;
-    st->large_requests = heaps->large_allocs;
-    st->large_live = sum.large;
-    st->large_live_bytes = sum.large_bytes;
-    st->large_live_peak = peak_of(&peak_large);
-    st->large_live_bytes_peak = peak_of(&peak_large_bytes);
-    st->huge_requests = huge.requests;
-    st->huge_live = huge.live;
-    st->huge_live_bytes = huge.live_bytes;
-    st->huge_cached = huge.cached;
-    st->huge_cached_bytes = huge.cached_bytes;
-    /* An exact peak is raised just after its value: a read in between
-     * must not show the value above its peak. */
-    st->huge_live_peak = max_of(huge.live_peak, huge.live);
-    st->huge_live_bytes_peak = max_of(huge.live_bytes_peak, huge.live_bytes);
-    st->huge_cached_peak = max_of(huge.cached_peak, huge.cached);
-    st->huge_cached_bytes_peak = max_of(huge.cached_bytes_peak, huge.cached_bytes);
-    st->heaps_live = heaps->live;
-    st->heaps_live_peak = max_of(heaps->live_peak, heaps->live);
-    st->heaps_created = heaps->created;
-    st->heaps_exited = heaps->exited;
-    st->heaps_abandoned_pages = sum.abandoned;
-    st->heaps_abandoned_pages_peak = peak_of(&peak_abandoned);
-    st->pages_adopted = heaps->adopted;
-    st->remote_frees = heaps->remote_frees;
-    st->remote_in_flight = (size_t)(heaps->remote_frees - heaps->remote_received);
-    st->remote_atomics = heaps->remote_atomics;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        st->minor_faults = (uint64_t)ru.ru_minflt;
-        st->major_faults = (uint64_t)ru.ru_majflt;
-        st->resident_peak = (size_t)ru.ru_maxrss * 1024;
-    }
-    if (st->resident_peak < st->resident)      /* the kernel updates maxrss lazily */
-        st->resident_peak = st->resident;
-    st->dumps = atomic_load_explicit(&n_dumps, memory_order_relaxed);
-    st->dumps_skipped = atomic_load_explicit(&n_skipped, memory_order_relaxed);
 }
 
 /* A caller built against an older shoal.h passes a smaller size: it gets
@@ -291,361 +250,6 @@ int alloc_stats_get(alloc_stats_t *st)
     return 0;
 }
 
-/* ---- formatting ------------------------------------------------------- */
-
-/* The block size a large (huge) bin's blocks have (at most). */
-static size_t bin_size(bool huge, unsigned i)
-{
-    return huge ? SHOAL_HUGE_BIN_MIN << i : SHOAL_SLOT_SIZE << i;
-}
-
-/* Blocks the class's pages can hold: what live blocks are a share of
- * (their utilisation, the figure that names fragmentation). */
-static size_t class_capacity(unsigned c, const alloc_class_stats_t *k)
-{
-    return k->pages * ((SHOAL_SLOT_SIZE << shoal_class_page_order(c)) / k->block_size);
-}
-
-/* Live blocks as a percentage of capacity, or 100 with no pages. */
-static size_t class_used_pct(unsigned c, const alloc_class_stats_t *k)
-{
-    size_t cap = class_capacity(c, k);
-    return cap == 0 ? 100 : k->live_blocks * 100 / cap;
-}
-
-typedef struct out_s {
-    char *buf;
-    size_t len, cap;
-} out_t;
-
-static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out_t *o, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    o->len += shoal_vformat(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-}
-
-/* The options in effect (options.c formats them, for VERBOSE too). */
-static void put_options(out_t *o, bool json)
-{
-    o->len += shoal_options_format(o->buf + o->len, o->cap - o->len, json);
-}
-
-/* "12.3 MiB": one decimal, binary units. */
-static const char *human(char *b, size_t cap, size_t v)
-{
-    static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    unsigned u = 0;
-    size_t whole = v, tenth = 0;
-    while (whole >= 1024 && u < 4) {
-        tenth = (whole % 1024) * 10 / 1024;
-        whole /= 1024;
-        u++;
-    }
-    if (u == 0)
-        shoal_format(b, cap, "%zu B", v);
-    else
-        shoal_format(b, cap, "%zu.%zu %s", whole, tenth, unit[u]);
-    return b;
-}
-
-/* The bins that ever held a block: in text, one line of "up to size:
- * live (peak N)" entries; in JSON, a "bins" array of objects whose
- * "up_to" is the bin's biggest block (null for the last huge bin, which
- * takes everything bigger than the one before). */
-static void put_bins(out_t *o, bool json, const alloc_bin_stats_t *bins, unsigned n, bool huge)
-{
-    char a[24];
-    bool any = false;
-    if (json)
-        put(o, "\"bins\":[");
-    for (unsigned i = 0; i < n; i++) {
-        const alloc_bin_stats_t *bin = &bins[i];
-        if (bin->live_peak == 0)
-            continue;
-        bool open = huge && i + 1 == n;
-        size_t size = bin_size(huge, open ? i - 1 : i);
-        if (json) {
-            char up_to[24] = "null";
-            if (!open)
-                shoal_format(up_to, sizeof up_to, "%zu", size);
-            put(o, "%s{\"up_to\":%s,\"live\":%zu,\"live_bytes\":%zu,\"live_peak\":%zu}",
-                any ? "," : "", up_to, bin->live, bin->live_bytes, bin->live_peak);
-        } else {
-            put(o, "%s%s %s: %zu (peak %zu)",
-                any ? "," : huge ? "huge by size  " : "large by size ", open ? " >" : "",
-                human(a, sizeof a, size), bin->live, bin->live_peak);
-        }
-        any = true;
-    }
-    if (json)
-        put(o, "]");
-    else if (any)
-        put(o, "\n");
-}
-
-
-/* a / b with two decimals, "-" when b is 0. */
-static const char *ratio(char *b, size_t cap, size_t a, size_t d)
-{
-    if (d == 0)
-        return shoal_format(b, cap, "-"), b;
-    uint64_t r = (uint64_t)((__uint128_t)a * 100 / d);
-    shoal_format(b, cap, "%lu.%lu%lu", (unsigned long)(r / 100),
-                 (unsigned long)(r / 10 % 10), (unsigned long)(r % 10));
-    return b;
-}
-
-/* ---- the reports' fields ------------------------------------------------
- * One table for the text and the JSON report: the groups of figures in
- * the order both show them, each figure with the alloc_stats_t field
- * that holds it and the one that holds its peak.  JSON writes a group as
- * an object of its figures (a figure's peak as KEY_peak) - the first and
- * the last group's at the top level - and text as a line, the memory
- * group as a table of current and peak.  What is no field (the bins, the
- * options, the classes) comes after its group's figures in both. */
-
-enum figure_kind {
-    FIG_COUNT,          /* a number */
-    FIG_BYTES,          /* bytes: "12.3 MiB" in text */
-    FIG_DUE,            /* ms to the next purge pass, -1: none due */
-    FIG_RATIO,          /* at / of: two decimals; null (JSON) or "-" with of = 0 */
-};
-
-typedef struct figure_s {
-    const char *key;
-    const char *label;  /* its name in text, if not the key */
-    enum figure_kind kind;
-    size_t at;          /* offset of its field in alloc_stats_t */
-    size_t peak;        /* of its peak's field, NO_FIELD if none; FIG_RATIO: the divisor */
-} figure_t;
-
-typedef struct group_s {
-    const char *key;            /* NULL: JSON puts its figures at the top level */
-    const char *title;          /* its name in the text report */
-    const figure_t *figs;
-    unsigned n;
-    bool rows;                  /* text: a table of current and peak */
-    void (*after)(out_t *, bool json, const alloc_stats_t *);
-} group_t;
-
-#define NO_FIELD SIZE_MAX
-#define AT(m) offsetof(alloc_stats_t, m)
-#define FIG(key, kind, m) { key, NULL, kind, AT(m), NO_FIELD }
-#define FIG_PEAK(key, kind, m) { key, NULL, kind, AT(m), AT(m##_peak) }
-#define FIG_RATIO(key, a, b) { key, NULL, FIG_RATIO, AT(a), AT(b) }
-#define GROUP(key, title, figs, rows, after) { key, title, figs, sizeof figs / sizeof figs[0], rows, after }
-
-/* Every figure's field is one word (size_t, uint64_t or long). */
-_Static_assert(sizeof(size_t) == 8 && sizeof(long) == 8, "figures are read as 64-bit words");
-
-static const figure_t memory_figs[] = {
-    FIG_PEAK("allocated", FIG_BYTES, allocated), FIG_PEAK("active", FIG_BYTES, active),
-    FIG_PEAK("resident", FIG_BYTES, resident),   FIG_PEAK("mapped", FIG_BYTES, mapped),
-    FIG_PEAK("committed", FIG_BYTES, committed), FIG("purged", FIG_BYTES, purged),
-    FIG("metadata", FIG_BYTES, metadata),
-};
-static const figure_t fragmentation_figs[] = {
-    FIG_RATIO("active_allocated", active, allocated),
-    FIG_RATIO("resident_active", resident, active),
-    FIG_RATIO("resident_allocated", resident, allocated),
-};
-static const figure_t pool_figs[] = {
-    FIG("superpages", FIG_COUNT, superpages),
-    FIG_PEAK("slots_used", FIG_COUNT, pool_slots_used),
-    FIG_PEAK("slots_dirty", FIG_COUNT, pool_slots_dirty),
-    FIG("claims", FIG_COUNT, pool_claims),
-    FIG("releases", FIG_COUNT, pool_releases),
-    { "purge_due_ms", "next purge pass", FIG_DUE, AT(purge_due_ms), NO_FIELD },
-};
-static const figure_t large_figs[] = {
-    FIG("requests", FIG_COUNT, large_requests),
-    FIG_PEAK("live", FIG_COUNT, large_live),
-    FIG_PEAK("live_bytes", FIG_BYTES, large_live_bytes),
-};
-static const figure_t huge_figs[] = {
-    FIG("requests", FIG_COUNT, huge_requests),
-    FIG_PEAK("live", FIG_COUNT, huge_live),
-    FIG_PEAK("live_bytes", FIG_BYTES, huge_live_bytes),
-    FIG_PEAK("cached", FIG_COUNT, huge_cached),
-    FIG_PEAK("cached_bytes", FIG_BYTES, huge_cached_bytes),
-};
-static const figure_t threads_figs[] = {
-    FIG_PEAK("heaps_live", FIG_COUNT, heaps_live),
-    FIG("heaps_created", FIG_COUNT, heaps_created),
-    FIG("heaps_exited", FIG_COUNT, heaps_exited),
-    FIG_PEAK("abandoned_pages", FIG_COUNT, heaps_abandoned_pages),
-    FIG("pages_adopted", FIG_COUNT, pages_adopted),
-    FIG("remote_frees", FIG_COUNT, remote_frees),
-    FIG("remote_in_flight", FIG_COUNT, remote_in_flight),
-    FIG("remote_atomics", FIG_COUNT, remote_atomics),
-};
-static const figure_t faults_figs[] = {
-    FIG("minor", FIG_COUNT, minor_faults),
-    FIG("major", FIG_COUNT, major_faults),
-};
-static const figure_t dumps_figs[] = {
-    FIG("dumps", FIG_COUNT, dumps),
-    FIG("dumps_skipped", FIG_COUNT, dumps_skipped),
-};
-
-static void put_large_bins(out_t *o, bool json, const alloc_stats_t *s)
-{
-    put_bins(o, json, s->large_bins, ALLOC_STATS_LARGE_BINS, false);
-}
-
-static void put_huge_bins(out_t *o, bool json, const alloc_stats_t *s)
-{
-    put_bins(o, json, s->huge_bins, ALLOC_STATS_HUGE_BINS, true);
-}
-
-static const group_t groups[] = {
-    GROUP(NULL, "memory", memory_figs, true, NULL),
-    GROUP("fragmentation", "fragmentation", fragmentation_figs, false, NULL),
-    GROUP("pool", "pool", pool_figs, false, NULL),
-    GROUP("large", "large", large_figs, false, put_large_bins),
-    GROUP("huge", "huge", huge_figs, false, put_huge_bins),
-    GROUP("threads", "threads", threads_figs, false, NULL),
-    GROUP("faults", "page faults", faults_figs, false, NULL),
-    GROUP(NULL, "reports", dumps_figs, false, NULL),
-};
-
-static uint64_t field(const alloc_stats_t *s, size_t at)
-{
-    uint64_t v;
-    memcpy(&v, (const char *)s + at, sizeof v);
-    return v;
-}
-
-/* A figure's value (or its peak's) as the report shows it. */
-static const char *figure_text(char *b, size_t cap, const alloc_stats_t *s, const figure_t *f,
-                               size_t at, bool json)
-{
-    uint64_t v = field(s, at);
-    switch (f->kind) {
-    case FIG_BYTES:
-        if (!json)
-            return human(b, cap, (size_t)v);
-        break;
-    case FIG_DUE:
-        if (!json && (long)v < 0)
-            return shoal_format(b, cap, "none due"), b;
-        shoal_format(b, cap, json ? "%ld" : "in %ld ms", (long)v);
-        return b;
-    case FIG_RATIO:
-        if (json && field(s, f->peak) == 0)
-            return shoal_format(b, cap, "null"), b;
-        return ratio(b, cap, (size_t)v, (size_t)field(s, f->peak));
-    case FIG_COUNT:
-        break;
-    }
-    shoal_format(b, cap, "%lu", (unsigned long)v);
-    return b;
-}
-
-static bool has_peak(const figure_t *f)
-{
-    return f->kind != FIG_RATIO && f->peak != NO_FIELD;
-}
-
-static void text_group(out_t *o, const group_t *g, const alloc_stats_t *s)
-{
-    char a[32], b[32];
-    if (g->rows) {
-        put(o, "%-22s %12s %12s\n", g->title, "current", "peak");
-        for (unsigned i = 0; i < g->n; i++) {
-            const figure_t *f = &g->figs[i];
-            put(o, "  %-18s %12s %12s\n", f->key, figure_text(a, sizeof a, s, f, f->at, false),
-                has_peak(f) ? figure_text(b, sizeof b, s, f, f->peak, false) : "");
-        }
-    } else {
-        put(o, "%-14s", g->title);
-        for (unsigned i = 0; i < g->n; i++) {
-            const figure_t *f = &g->figs[i];
-            put(o, "%s %s %s", i ? "," : "", f->label != NULL ? f->label : f->key,
-                figure_text(a, sizeof a, s, f, f->at, false));
-            if (has_peak(f))
-                put(o, " (peak %s)", figure_text(b, sizeof b, s, f, f->peak, false));
-        }
-        put(o, "\n");
-    }
-    if (g->after != NULL)
-        g->after(o, false, s);
-}
-
-static void json_group(out_t *o, const group_t *g, const alloc_stats_t *s)
-{
-    char a[32];
-    if (g->key != NULL)
-        put(o, "\"%s\":{", g->key);
-    for (unsigned i = 0; i < g->n; i++) {
-        const figure_t *f = &g->figs[i];
-        put(o, "%s\"%s\":%s", i ? "," : "", f->key, figure_text(a, sizeof a, s, f, f->at, true));
-        if (has_peak(f))
-            put(o, ",\"%s_peak\":%s", f->key, figure_text(a, sizeof a, s, f, f->peak, true));
-    }
-    if (g->after != NULL) {
-        put(o, ",");
-        g->after(o, true, s);
-    }
-    put(o, g->key != NULL ? "}," : ",");
-}
-
-static void text_report(out_t *o, const alloc_stats_t *s)
-{
-    char a[24], b[24];
-    put(o, "shoal %d.%d statistics, pid %d, %lu.%lu s since start\n", SHOAL_VERSION_MAJOR,
-        SHOAL_VERSION_MINOR, (int)getpid(), (unsigned long)(s->elapsed_ms / 1000),
-        (unsigned long)(s->elapsed_ms / 100 % 10));
-    for (unsigned g = 0; g < sizeof groups / sizeof groups[0]; g++)
-        text_group(o, &groups[g], s);
-    put(o, "options       ");
-    put_options(o, false);
-    put(o, "\n");
-    put(o, "                                            live                    "
-           "            peak\n");
-    put(o, "class   block      requests        blocks        bytes  pages  used        blocks"
-           "        bytes  pages\n");
-    for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
-        const alloc_class_stats_t *k = &s->classes[i];
-        const alloc_class_peaks_t *kp = &s->class_peaks[i];
-        if (k->requests == 0 && k->pages == 0)
-            continue;
-        put(o, "%5u %7zu %13lu %13zu %12s %6zu %4zu%% %13zu %12s %6zu\n", i, k->block_size,
-            (unsigned long)k->requests, k->live_blocks, human(a, sizeof a, k->live_bytes),
-            k->pages, class_used_pct(i, k), kp->live_blocks, human(b, sizeof b, kp->live_bytes),
-            kp->pages);
-    }
-}
-
-static void json_report(out_t *o, const alloc_stats_t *s)
-{
-    put(o, "{\"shoal\":\"%d.%d\",\"version\":%u,\"pid\":%d,\"elapsed_ms\":%lu,",
-        SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR, s->version, (int)getpid(),
-        (unsigned long)s->elapsed_ms);
-    for (unsigned g = 0; g < sizeof groups / sizeof groups[0]; g++)
-        json_group(o, &groups[g], s);
-    put(o, "\"options\":{");
-    put_options(o, true);
-    put(o, "},\"classes\":[");
-    const char *sep = "";
-    for (unsigned i = 0; i < ALLOC_STATS_CLASSES; i++) {
-        const alloc_class_stats_t *k = &s->classes[i];
-        const alloc_class_peaks_t *kp = &s->class_peaks[i];
-        if (k->requests == 0 && k->pages == 0)
-            continue;
-        put(o, "%s{\"class\":%u,\"block_size\":%zu,\"requests\":%lu,\"live_blocks\":%zu,"
-               "\"live_bytes\":%zu,\"pages\":%zu,\"capacity_blocks\":%zu,"
-               "\"live_blocks_peak\":%zu,\"live_bytes_peak\":%zu,\"pages_peak\":%zu}",
-            sep, i, k->block_size, (unsigned long)k->requests, k->live_blocks, k->live_bytes,
-            k->pages, class_capacity(i, k), kp->live_blocks, kp->live_bytes, kp->pages);
-        sep = ",";
-    }
-    put(o, "]}\n");
-}
-
 /* Format and write one report.  `wait`: an explicit call waits for a
  * report in progress; a signal handler must not, and drops its dump. */
 static bool report(int fd, bool json, bool wait, _Atomic uint64_t *count)
@@ -658,13 +262,9 @@ static bool report(int fd, bool json, bool wait, _Atomic uint64_t *count)
     /* Counted before the figures are read: a dump shows itself. */
     if (count != NULL)
         atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
-    out_t o = { report_buf, 0, sizeof report_buf };
     stats_fill(&report_stats);
-    if (json)
-        json_report(&o, &report_stats);
-    else
-        text_report(&o, &report_stats);
-    shoal_write_all(fd, o.buf, o.len);
+    size_t len = shoal_report_format(report_buf, sizeof report_buf, &report_stats, json);
+    shoal_write_all(fd, report_buf, len);
     atomic_flag_clear_explicit(&dumping, memory_order_release);
     return true;
 }

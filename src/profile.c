@@ -109,7 +109,7 @@ static void flush(writer_t *w)
 /* Append one formatted piece (shorter than a line of 64 frames). */
 static void put(writer_t *w, const char *fmt, ...)
 {
-    if (sizeof w->buf - w->len < 64)
+    if (sizeof w->buf - w->len < 128)   /* the longest piece is about 90 bytes */
         flush(w);
     va_list ap;
     va_start(ap, fmt);

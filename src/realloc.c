@@ -43,9 +43,12 @@ static void *alloc_to_grow(size_t n)
     unsigned room = shoal_large_order(n) + 2;
     if (room > SHOAL_MAX_ORDER)
         room = SHOAL_MAX_ORDER;
+    int saved = errno;
     void *q = shoal_heap_large_alloc(n, SHOAL_SLOT_SIZE << room, false);
-    if (q == NULL)
+    if (q == NULL) {
+        errno = saved;          /* no room is no failure: the plain way next */
         return alloc_malloc(n);
+    }
     shoal_heap_large_resize(shoal_span_of(q), n);
     return shoal_prof_after_big(q);
 }

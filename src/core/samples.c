@@ -103,6 +103,7 @@ void shoal_prof_unlock(void)
 /* Acquire to take the turn, release to give it: a dump's buffer is whole
  * for the next. */
 static atomic_flag dumping = ATOMIC_FLAG_INIT;
+static __thread bool tl_dumping __attribute__((tls_model("initial-exec")));
 
 bool shoal_prof_dump_begin(bool wait)
 {
@@ -111,17 +112,23 @@ bool shoal_prof_dump_begin(bool wait)
             return false;
         sched_yield();
     }
+    tl_dumping = true;
     return true;
 }
 
 void shoal_prof_dump_end(void)
 {
+    tl_dumping = false;
     atomic_flag_clear_explicit(&dumping, memory_order_release);
 }
 
+/* Only a turn that another thread held is gone: one that this thread
+ * holds (a fork from a signal handler that interrupted its dump) goes
+ * on in the child, and ends there. */
 void shoal_prof_fork_child(void)
 {
-    atomic_flag_clear_explicit(&dumping, memory_order_relaxed);
+    if (!tl_dumping)
+        atomic_flag_clear_explicit(&dumping, memory_order_relaxed);
 }
 
 /* ---- the table ---------------------------------------------------------

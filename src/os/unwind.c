@@ -14,10 +14,13 @@
  * object's .eh_frame_hdr table and a walk of its instructions, so the
  * rule found for an address is kept in `rules`, direct-mapped, for every
  * thread: a stack seen once costs a table look-up a frame after that.
- * An entry names the object it came from (the start of its mapping),
- * which _dl_find_object gives on every step (lock-free, a search of the
- * loaded objects): a rule is not used for code that was unloaded and
- * replaced by another object at the same address.
+ * An entry names the object it came from (the start and end of its
+ * mapping and its .eh_frame_hdr), which _dl_find_object gives on every
+ * step (lock-free, a search of the loaded objects): a rule is not used
+ * for code that was unloaded and replaced by another object at the same
+ * address - unless that object has the same extent and layout (a
+ * rebuild of the same library, loaded where the old one was), whose
+ * stale rules could then send a walk through it astray.
  *
  * What is read: the .eh_frame data of loaded objects, and words of the
  * walking thread's own stack, each at an address between the stack
@@ -367,7 +370,7 @@ static bool read_cie(const uint8_t *at, struct cie *cie)
             case 'L': read_u8(&r); break;
             case 'P': read_encoded(&r, read_u8(&r) & (uint8_t)~PE_INDIRECT, 0); break;
             case 'S': cie->signal = true; break;
-            default: i = aug_len;       /* the length says where the data ends */
+            default: return false;      /* a letter not known: what follows is not read right */
             }
         }
         r.p = data_end;
@@ -441,11 +444,17 @@ static uint64_t derive_rule(const uint8_t *hdr, uintptr_t pc)
         return rule_pack(RULE_NONE, 0, 0, 0);
     unsigned flags = row.cfa_reg == REG_RBP ? RULE_CFA_RBP : 0;
     int16_t rbp_off = 0;
-    if (row.rbp == REG_OFFSET && row.rbp_off < 0 && row.rbp_off >= INT16_MIN)
+    if (row.rbp == REG_OFFSET && row.rbp_off <= -8 && (row.rbp_off & 7) == 0 &&
+        row.rbp_off >= INT16_MIN)       /* a whole word below the CFA */
         rbp_off = (int16_t)row.rbp_off;
     else if (row.rbp != REG_SAME)
         flags |= RULE_RBP_LOST;
     return rule_pack(RULE_STEP, flags, (int32_t)row.cfa_off, rbp_off);
+}
+
+static uintptr_t rotl(uintptr_t x, unsigned k)
+{
+    return x << k | x >> (64 - k);
 }
 
 /* ---- the table of rules -------------------------------------------------
@@ -477,7 +486,10 @@ static uint64_t rule_of(uintptr_t pc)
     struct dl_find_object obj;
     if (_dl_find_object((void *)pc, &obj) != 0 || obj.dlfo_eh_frame == NULL)
         return rule_pack(RULE_NONE, 0, 0, 0);
-    uintptr_t object = (uintptr_t)obj.dlfo_map_start;
+    /* The object: where it is mapped, how far, and its .eh_frame_hdr. */
+    uintptr_t object = (uintptr_t)obj.dlfo_map_start ^
+                       rotl((uintptr_t)obj.dlfo_map_end, 21) ^
+                       rotl((uintptr_t)obj.dlfo_eh_frame, 42);
     struct rule_slot *s = &rules[(pc * 0x9e3779b97f4a7c15u) >> (64 - RULE_BITS)];
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
     if (!(seq & 1)) {
@@ -514,7 +526,7 @@ unsigned shoal_os_unwind(void **pcs, unsigned max)
     uintptr_t ip, sp, bp;
     /* rip and rsp of one instruction: the rule at ip holds for this sp. */
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-                     : "=r"(ip), "=r"(sp), "=r"(bp));
+                     : "=&r"(ip), "=&r"(sp), "=r"(bp));   /* none of them rbp before it is read */
     uintptr_t low = sp;
     bool bp_known = true;
     unsigned n = 0;

@@ -19,6 +19,7 @@
 #include "core/layout.h"
 #include "core/page.h"
 #include "core/pool.h"
+#include "core/samples.h"
 #include "core/size_class.h"
 
 #include "test_util.h"
@@ -322,12 +323,49 @@ static void test_dirty_span_not_zero(void **state)
     page_close(&t);
 }
 
+/* Heap profiling's sample trap at the head of `free`, for an allocation
+ * that cannot be sampled (no stack, no memory): shoal_page_take_trapped
+ * hands out the blocks the trap stands before, in list order, each once,
+ * counted as used and no longer marked free, the trap staying at the
+ * head until the list's last block, after which the list ends as it
+ * did.  Blocks of the page carved but not yet reached stay untouched. */
+static void test_take_under_the_sample_trap(void **state)
+{
+    (void)state;
+    assert_true(shoal_prof_set_rate(1 << 20));  /* trap_place places only while on */
+    test_page_t t;
+    page_open(&t, 3);                           /* 64-byte blocks */
+    shoal_page_t *pg = t.pg;
+    shoal_page_extend(pg);
+    unsigned len = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
+    shoal_block_t *expect[64];
+    assert_true(len <= 64);
+    shoal_block_t *b = pg->free;
+    for (unsigned i = 0; i < len; i++, b = next_of(pg, b))
+        expect[i] = b;
+    shoal_page_trap_place(pg, len, 0);          /* the trap heads the list */
+    assert_ptr_equal(pg->free, &shoal_trap_sample);
+    for (unsigned i = 0; i < len; i++) {
+        shoal_block_t *got = shoal_page_take_trapped(pg);
+        assert_ptr_equal(got, expect[i]);
+        assert_false(shoal_block_is_free(pg, got));
+        assert_int_equal(pg->used, i + 1);
+        if (i + 1 < len)
+            assert_ptr_equal(pg->free, &shoal_trap_sample);
+    }
+    assert_true(pg->free == NULL);              /* the list's own end again */
+    assert_null(shoal_page_take_trapped(pg));   /* no trap: nothing taken */
+    assert_true(shoal_prof_set_rate(0));
+    page_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_start_every_offset),
         cmocka_unit_test(test_carve_every_class),
         cmocka_unit_test(test_dirty_span_not_zero),
+        cmocka_unit_test(test_take_under_the_sample_trap),
     };
     /* TEST_FILTER=name runs the tests whose names match (a glob). */
     if (getenv("TEST_FILTER") != NULL)

@@ -235,15 +235,14 @@ shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
         shoal_page_broken(pg);
         return NULL;
     }
-    shoal_block_t *next = shoal_decode(pg, b->link);
-    if (--pg->trap_rest == 0) {         /* next is the list's end */
-        pg->free = next;
+    pg->free = b;                       /* the trap steps aside for b */
+    shoal_page_take(pg, b);
+    if (--pg->trap_rest == 0) {         /* b was the list's last */
         pg->trap_next = NULL;
-    } else {
-        pg->trap_next = next;
+    } else {                            /* and stands before the next */
+        pg->trap_next = pg->free;
+        pg->free = &shoal_trap_sample;
     }
-    b->freed = 0;
-    pg->used++;
     return b;
 }
 

@@ -1,7 +1,7 @@
 /* Pages of size-classed blocks (src/core/page.h) on spans claimed from
  * the pool: the block-start test (against division, at every byte offset
- * of every class's span), carving, the local free list, `used` and the
- * freed mark.  The tests play the owning heap themselves: they pop
+ * of every class's span), carving, the local free list, `used`, the
+ * freed mark, and a take under heap profiling's sample trap.  The tests play the owning heap themselves: they pop
  * blocks off `free` the way malloc does (decode the link, clear the
  * freed mark, used++) and push frees onto local_free the way free does
  * (set the mark, encode the link, used--).  Frees from other threads:

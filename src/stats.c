@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "core/options.h"
 #include "core/purge.h"
 #include "core/size_class.h"
+#include "core/sync.h"
 #include "os/os.h"
 #include "figures.h"
 #include "profile.h"
@@ -254,18 +254,15 @@ int alloc_stats_get(alloc_stats_t *st)
  * report in progress; a signal handler must not, and drops its dump. */
 static bool report(int fd, bool json, bool wait, _Atomic uint64_t *count)
 {
-    while (atomic_flag_test_and_set_explicit(&dumping, memory_order_acquire)) {
-        if (!wait)
-            return false;
-        sched_yield();
-    }
+    if (!shoal_turn_take(&dumping, wait))
+        return false;
     /* Counted before the figures are read: a dump shows itself. */
     if (count != NULL)
         atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
     stats_fill(&report_stats);
     size_t len = shoal_report_format(report_buf, sizeof report_buf, &report_stats, json);
     shoal_write_all(fd, report_buf, len);
-    atomic_flag_clear_explicit(&dumping, memory_order_release);
+    shoal_turn_give(&dumping);
     return true;
 }
 

@@ -22,6 +22,14 @@
 
 typedef _Atomic uint64_t shoal_counter_t;
 
+/* *c += n by its only writer (n may wrap, to subtract), whatever
+ * SHOAL_STATS_ENABLED says: a relaxed load and store. */
+static inline void shoal_add_only_writer(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
 static inline void shoal_count(shoal_counter_t *c, uint64_t n)
 {
 #if !SHOAL_STATS_ENABLED
@@ -33,8 +41,7 @@ static inline void shoal_count(shoal_counter_t *c, uint64_t n)
      * write is seen whole by every reader. */
     __asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(n));
 #else
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    shoal_add_only_writer(c, n);
 #endif
 }
 

@@ -4,6 +4,7 @@
 #include "samples.h"
 
 #include <string.h>
+#include "counter.h"
 #include "expo.h"
 #include "layout.h"
 #include "message.h"
@@ -100,18 +101,14 @@ void shoal_prof_unlock(void)
     shoal_unlock(&lock);
 }
 
-/* Acquire to take the turn, release to give it: a dump's buffer is whole
- * for the next. */
+/* The dumps' turn (sync.h): a dump's buffer is whole for the next. */
 static atomic_flag dumping = ATOMIC_FLAG_INIT;
 static __thread bool tl_dumping __attribute__((tls_model("initial-exec")));
 
 bool shoal_prof_dump_begin(bool wait)
 {
-    while (atomic_flag_test_and_set_explicit(&dumping, memory_order_acquire)) {
-        if (!wait)
-            return false;
-        sched_yield();
-    }
+    if (!shoal_turn_take(&dumping, wait))
+        return false;
     tl_dumping = true;
     return true;
 }
@@ -119,7 +116,7 @@ bool shoal_prof_dump_begin(bool wait)
 void shoal_prof_dump_end(void)
 {
     tl_dumping = false;
-    atomic_flag_clear_explicit(&dumping, memory_order_release);
+    shoal_turn_give(&dumping);
 }
 
 /* Only a turn that another thread held is gone: one that this thread
@@ -264,18 +261,11 @@ static record_t *unlink_record(const void *p)
     return NULL;
 }
 
-/* *c += d, d possibly wrapping to subtract (holding the lock: no other
- * writer, so a load and a store). */
-static void add(_Atomic uint64_t *c, uint64_t d)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
-                          memory_order_relaxed);
-}
-
 static void drop(record_t *r)
 {
-    add(&r->site->live_bytes, -r->bytes);
-    add(&r->site->live_objs, -r->objs);
+    /* Holding the lock: the only writer (counter.h). */
+    shoal_add_only_writer(&r->site->live_bytes, -r->bytes);
+    shoal_add_only_writer(&r->site->live_objs, -r->objs);
     r->next = spare_records;
     spare_records = r;
 }
@@ -303,10 +293,10 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
     r->site = s;
     r->bytes = (uint64_t)((double)size / prob + 0.5);
     r->objs = (uint64_t)(SHOAL_PROF_OBJ_ONE / prob + 0.5);
-    add(&s->live_bytes, r->bytes);
-    add(&s->total_bytes, r->bytes);
-    add(&s->live_objs, r->objs);
-    add(&s->total_objs, r->objs);
+    shoal_add_only_writer(&s->live_bytes, r->bytes);
+    shoal_add_only_writer(&s->total_bytes, r->bytes);
+    shoal_add_only_writer(&s->live_objs, r->objs);
+    shoal_add_only_writer(&s->total_objs, r->objs);
     if (record_count >= (size_t)2 << record_bits && record_bits < RECORD_BITS_MAX)
         grow_records();
     record_t **chain = chain_of(p);

@@ -52,6 +52,26 @@ static inline void shoal_unlock(shoal_lock_t *l)
     ck_spinlock_fas_unlock(l);
 }
 
+/* A turn that one thread at a time holds, over work that may be skipped
+ * rather than waited for (a signal handler must not wait: it may have
+ * interrupted the holder): taken with a try, or with `wait` yielding
+ * until it is free; false if not taken.  Acquire to take, release to
+ * give: a holder sees what the one before it left. */
+static inline bool shoal_turn_take(atomic_flag *turn, bool wait)
+{
+    while (atomic_flag_test_and_set_explicit(turn, memory_order_acquire)) {
+        if (!wait)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+static inline void shoal_turn_give(atomic_flag *turn)
+{
+    atomic_flag_clear_explicit(turn, memory_order_release);
+}
+
 /* Run-once start-up.  shoal_once_begin returns true to the one caller
  * that must run the start-up, which then calls shoal_once_end; every
  * other caller gets false: at once if `wait` is false (the start-up may

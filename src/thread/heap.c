@@ -574,8 +574,8 @@ static size_t retire_parked(bool force)
  * allocation, every pass with PURGE_DELAY_MS=0) waits for another
  * thread's to end: it promises everything back.  None runs from inside
  * itself: giving pages back can run a purge pass on this very thread. */
-/* Acquire to take, release to give: a reclaim sees what the one before
- * it left (the heaps it parked back, the orphanage's pages). */
+/* A turn (sync.h): a reclaim sees what the one before it left (the heaps
+ * it parked back, the orphanage's pages). */
 static atomic_flag reclaiming = ATOMIC_FLAG_INIT;
 static __thread bool tl_reclaiming __attribute__((tls_model("initial-exec")));
 
@@ -585,11 +585,8 @@ size_t shoal_heap_reclaim(bool force)
      * must wait for nothing (a forced reclaim may be waiting for it). */
     if (tl_reclaiming || shoal_orphanage_held())
         return 1;               /* a later pass looks again */
-    while (atomic_flag_test_and_set_explicit(&reclaiming, memory_order_acquire)) {
-        if (!force)
-            return 1;
-        sched_yield();
-    }
+    if (!shoal_turn_take(&reclaiming, force))
+        return 1;
     tl_reclaiming = true;
     size_t waiting = retire_parked(force);
     waiting += shoal_orphanage_reclaim(force);
@@ -598,7 +595,7 @@ size_t shoal_heap_reclaim(bool force)
          h = h->next_all)
         shoal_huge_slot_age(&h->huge_slot, force, &waiting);
     tl_reclaiming = false;
-    atomic_flag_clear_explicit(&reclaiming, memory_order_release);
+    shoal_turn_give(&reclaiming);
     return waiting;
 }
 

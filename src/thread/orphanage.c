@@ -3,7 +3,6 @@
 #include "orphanage.h"
 #include "page_queue.h"
 
-#include <sched.h>
 #include "../core/sync.h"
 
 /* The orphanage holds the pages of dismantled heaps that still have live
@@ -25,11 +24,10 @@ bool shoal_orphanage_take(bool wait)
 {
     if (tl_holds_orphans)
         return false;
-    while (!shoal_trylock(&orphan_lock)) {
-        if (!wait)
-            return false;
-        sched_yield();
-    }
+    if (wait)
+        shoal_lock(&orphan_lock);
+    else if (!shoal_trylock(&orphan_lock))
+        return false;
     tl_holds_orphans = true;
     return true;
 }

@@ -21,7 +21,7 @@
 #include "thread/sampled.h"
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
-static void *free_list_stop(shoal_page_t *pg, size_t n, bool zero);
+static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
 
 /* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
 static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
@@ -36,7 +36,7 @@ static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, sho
 {
     shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return free_list_stop(pg, n, false);
+        return free_list_stop(h, pg, n, false);
     return page_take(h, pg, b);
 }
 
@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
 {
     shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
-        return free_list_stop(pg, n, true);
+        return free_list_stop(h, pg, n, true);
     bool zero = pg->free_is_zero;
     page_take(h, pg, b);
     if (!zero)
@@ -79,10 +79,10 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
  * thread/sampled.h), or a link or freed mark that was overwritten -
  * reported, and the call served, zeroed, from elsewhere
  * (ON_ERROR=warn). */
-static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(shoal_page_t *pg,
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(shoal_heap_t *h,
+                                                                             shoal_page_t *pg,
                                                                              size_t n, bool zero)
 {
-    shoal_heap_t *h = shoal_tl_heap;
     if (pg->free == &shoal_trap_end) {
         shoal_page_take_local_armed(pg);        /* it holds blocks: free_list_stop saw */
     } else if (pg->free == &shoal_trap_sample) {
@@ -110,18 +110,17 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(sho
  * and where the next sample falls further on, that is all - the case
  * kept short here; an empty page, the sample trap and a broken list are
  * above. */
-static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_page_t *pg,
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_heap_t *h,
+                                                                             shoal_page_t *pg,
                                                                              size_t n, bool zero)
 {
     if (shoal_likely(pg->free == &shoal_trap_end)) {
         if (shoal_page_local_empty(pg))
             return alloc_generic(n, SHOAL_ALIGN, zero);
-        if (shoal_page_take_local_untrapped(pg)) {
-            shoal_heap_t *h = shoal_tl_heap;
+        if (shoal_likely(shoal_page_take_local_untrapped(pg)))
             return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
-        }
     }
-    return trap_or_broken(pg, n, zero);
+    return trap_or_broken(h, pg, n, zero);
 }
 
 /* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through

@@ -1,7 +1,8 @@
 /* Pages of size-classed blocks (src/core/page.h) on spans claimed from
  * the pool: the block-start test (against division, at every byte offset
  * of every class's span), carving, the local free list, `used`, the
- * freed mark, and a take under heap profiling's sample trap.  The tests play the owning heap themselves: they pop
+ * freed mark, and heap profiling's traps (samples where drawn, a take
+ * under the sample trap).  The tests play the owning heap themselves: they pop
  * blocks off `free` the way malloc does (decode the link, clear the
  * freed mark, used++) and push frees onto local_free the way free does
  * (set the mark, encode the link, used--).  Frees from other threads:
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -323,6 +325,154 @@ static void test_dirty_span_not_zero(void **state)
     page_close(&t);
 }
 
+/* ---- heap profiling's traps (page.h) ---------------------------------- */
+
+/* The allocation of the page, counted from its first, that the page's
+ * traps will sample next (`count` handed out so far; UINT64_MAX: none
+ * drawn).  Where the sample trap stands in `free`, its place must agree
+ * with gap_rest. */
+static uint64_t sample_due(const shoal_page_t *pg, uint64_t count)
+{
+    uint64_t len = 0, at = UINT64_MAX;
+    for (const shoal_block_t *b = pg->free; !shoal_list_ended(b);) {
+        if (b == &shoal_trap_sample) {
+            at = len;
+            b = pg->trap_next;
+            continue;
+        }
+        len++;
+        b = next_of(pg, b);
+    }
+    if (pg->gap_rest == SHOAL_GAP_UNDRAWN) {
+        assert_true(at == UINT64_MAX);
+        return UINT64_MAX;
+    }
+    if (at != UINT64_MAX)
+        assert_true((int64_t)at == pg->gap_rest + (int64_t)len);
+    else
+        assert_true(pg->gap_rest >= 0);
+    return count + (uint64_t)(pg->gap_rest + (int64_t)len);
+}
+
+/* What malloc does with an armed page (malloc.c: the pop, the end trap,
+ * free_list_stop) as the test's allocation number *count: a block; NULL
+ * where the page is dry; NULL with *sampled where the sample trap came,
+ * which must come at the very allocation due (*due), no pop passing it. */
+static shoal_block_t *prof_pop(shoal_page_t *pg, uint64_t *count, uint64_t *due, bool *sampled)
+{
+    *sampled = false;
+    for (;;) {
+        shoal_block_t *b = pg->free;
+        if (shoal_block_is_free(pg, b)) {
+            assert_true(*count < *due);
+            shoal_page_take(pg, b);
+            ++*count;
+            return b;
+        }
+        if (b == &shoal_trap_end) {
+            if (shoal_page_local_empty(pg))
+                return NULL;
+            if (!shoal_page_take_local_untrapped(pg))
+                shoal_page_take_local_armed(pg);
+            /* The gap goes on into the new list (drawn, if none was). */
+            uint64_t now = sample_due(pg, *count);
+            assert_true(*due == UINT64_MAX || now == *due);
+            *due = now;
+            continue;
+        }
+        assert_ptr_equal(b, &shoal_trap_sample);
+        assert_true(*count == *due);
+        shoal_page_trap_sample(pg);
+        ++*count;                               /* the sampled allocation */
+        *due = sample_due(pg, *count);
+        assert_true(*due >= *count);
+        *sampled = true;
+        return NULL;
+    }
+}
+
+/* A program of `live` blocks that frees one and allocates one, `steps`
+ * times, on one armed page of 64-byte blocks sampled at `rate`: each
+ * sample trap comes at the very allocation drawn, none is passed by,
+ * the gap goes on unchanged through list ends, carving and collects (in
+ * prof_pop and sample_due), the lists hand out only free blocks of the
+ * page (contents checked), and the number sampled is what p = 1 -
+ * exp(-64 / rate) gives, within six standard deviations.  A slow path
+ * collects local_free now and then, mid-list. */
+static void churn_sampled(size_t rate, unsigned live, unsigned steps)
+{
+    assert_true(shoal_prof_set_rate(rate));
+    test_page_t t;
+    page_open(&t, 3);                           /* 64-byte blocks */
+    shoal_page_t *pg = t.pg;
+    shoal_page_arm(pg);                         /* before any block: carving comes armed */
+    uint64_t count = 0, due = sample_due(pg, 0), sampled = 0;
+    assert_true(due != UINT64_MAX);
+    shoal_block_t *ring[1000] = { NULL };
+    assert_true(live <= 1000);
+    uint64_t rng = 88172645463325292u;
+    for (unsigned i = 0; i < steps; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        unsigned s = (unsigned)(rng % live);
+        if (ring[s] != NULL) {
+            uint64_t *w = (uint64_t *)ring[s];
+            for (unsigned k = 2; k < 8; k++)
+                assert_int_equal(w[k], (uintptr_t)ring[s] ^ k);
+            local_free(pg, ring[s]);
+            ring[s] = NULL;
+        }
+        bool was_sampled;
+        shoal_block_t *b = prof_pop(pg, &count, &due, &was_sampled);
+        if (b == NULL && !was_sampled) {
+            /* Dry: the heap's slow path carves more, or collects. */
+            if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
+                shoal_page_extend(pg);
+            else
+                shoal_page_collect(pg);
+            assert_true(sample_due(pg, count) == due);
+            b = prof_pop(pg, &count, &due, &was_sampled);
+        }
+        if (was_sampled) {
+            sampled++;
+            continue;
+        }
+        assert_non_null(b);
+        block_index(&t, b);
+        uint64_t *w = (uint64_t *)b;
+        for (unsigned k = 2; k < 8; k++)
+            w[k] = (uintptr_t)b ^ k;
+        ring[s] = b;
+        if (i % 97 == 0) {                      /* a slow path collects, mid-list */
+            shoal_page_collect(pg);
+            assert_true(sample_due(pg, count) == due);
+        }
+    }
+    double n = (double)count, p = 1.0 - exp(-64.0 / (double)rate);
+    double mean = n * p, sd = sqrt(n * p * (1.0 - p));
+    if (fabs((double)sampled - mean) > 6.0 * sd)
+        fail_msg("%llu samples in %.0f allocations, expected %.1f +- %.1f",
+                 (unsigned long long)sampled, n, mean, 6.0 * sd);
+    for (unsigned s = 0; s < live; s++)
+        if (ring[s] != NULL)
+            local_free(pg, ring[s]);
+    assert_true(shoal_prof_set_rate(0));
+    page_close(&t);
+}
+
+/* Short lists (a few live blocks: a list end every few allocations),
+ * long ones, nearly as many live blocks as the page holds (dry until
+ * carved to the end), and a sample near all the time (a rate of a few
+ * blocks). */
+static void test_traps_sample_where_drawn(void **state)
+{
+    (void)state;
+    churn_sampled(64 * 40, 3, 200000);
+    churn_sampled(64 * 40, 40, 200000);
+    churn_sampled(64 * 40, 1000, 200000);      /* carved to the end (1024 blocks) */
+    churn_sampled(64 * 3, 5, 100000);
+    churn_sampled(64 * 200, 2, 300000);
+}
+
 /* Heap profiling's sample trap at the head of `free`, for an allocation
  * that cannot be sampled (no stack, no memory): shoal_page_take_trapped
  * hands out the blocks the trap stands before, in list order, each once,
@@ -365,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_block_start_every_offset),
         cmocka_unit_test(test_carve_every_class),
         cmocka_unit_test(test_dirty_span_not_zero),
+        cmocka_unit_test(test_traps_sample_where_drawn),
         cmocka_unit_test(test_take_under_the_sample_trap),
     };
     /* TEST_FILTER=name runs the tests whose names match (a glob). */

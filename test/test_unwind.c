@@ -27,12 +27,13 @@ typedef struct walk_s {
     void *pcs[MAX];
     unsigned n;
     void *ra[3];
+    const void *own_lo, *own_hi;        /* the walk's own code (NULL: none) */
 } walk_t;
 
 static __attribute__((noinline)) void leaf(walk_t *w)
 {
     w->ra[0] = __builtin_return_address(0);
-    w->n = shoal_os_unwind(w->pcs, MAX);
+    w->n = shoal_os_unwind(w->pcs, MAX, w->own_lo, w->own_hi);
     __asm__ volatile("" ::: "memory");  /* no tail call: leaf keeps its frame */
 }
 
@@ -68,21 +69,37 @@ static void test_frames_match_return_addresses(void **state)
     (void)state;
     assert_true(shoal_os_unwind_supported());
     for (size_t grow = 8; grow <= 8192; grow *= 4) {
-        walk_t w;
+        walk_t w = { .own_lo = NULL };
         top(&w, grow);
         check_walk(&w);
         /* The same stack again: from the table this time, the same. */
-        walk_t again;
+        walk_t again = { .own_lo = NULL };
         top(&again, grow);
         check_walk(&again);
         assert_int_equal(again.n, w.n);
     }
 }
 
+/* A caller's own frames: a return address in its range drops it and all
+ * before it, and only those. */
+static void test_own_frames_dropped(void **state)
+{
+    (void)state;
+    walk_t w = { .own_lo = NULL };
+    top(&w, 64);
+    check_walk(&w);
+    walk_t own = { .own_lo = w.ra[1], .own_hi = (const char *)w.ra[1] + 1 };
+    top(&own, 64);              /* middle's return address is "own" */
+    assert_int_equal(own.n, w.n - 3);
+    assert_ptr_equal(own.pcs[0], own.ra[2]);    /* top's return, here */
+    for (unsigned i = 1; i < own.n; i++)
+        assert_ptr_equal(own.pcs[i], w.pcs[i + 3]);
+}
+
 static __attribute__((noinline)) unsigned depth_of(unsigned d, void **pcs)
 {
     if (d == 0)
-        return shoal_os_unwind(pcs, MAX);
+        return shoal_os_unwind(pcs, MAX, NULL, NULL);
     unsigned n = depth_of(d - 1, pcs);
     __asm__ volatile("" ::: "memory");
     return n;
@@ -106,7 +123,7 @@ static walk_t noreturn_walk;
 
 static __attribute__((noinline, noreturn)) void walk_and_leave(void)
 {
-    noreturn_walk.n = shoal_os_unwind(noreturn_walk.pcs, MAX);
+    noreturn_walk.n = shoal_os_unwind(noreturn_walk.pcs, MAX, NULL, NULL);
     longjmp(out_of_noreturn, 1);
 }
 
@@ -143,7 +160,7 @@ static int walked;
 static int compare(const void *a, const void *b)
 {
     if (!walked++)
-        sorted_walk.n = shoal_os_unwind(sorted_walk.pcs, MAX);
+        sorted_walk.n = shoal_os_unwind(sorted_walk.pcs, MAX, NULL, NULL);
     return *(const int *)a - *(const int *)b;
 }
 
@@ -177,7 +194,7 @@ static void *thread_walk(void *arg)
 static void test_thread_stack_ends(void **state)
 {
     (void)state;
-    walk_t w;
+    walk_t w = { .own_lo = NULL };
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, thread_walk, &w), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
@@ -215,7 +232,7 @@ static void *walker(void *arg)
 {
     size_t grow = 8 + (size_t)(uintptr_t)arg * 24;
     for (int r = 0; r < ROUNDS; r++) {
-        walk_t w;
+        walk_t w = { .own_lo = NULL };
         if (r & 1)
             top(&w, grow);
         else
@@ -243,6 +260,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames_match_return_addresses),
+        cmocka_unit_test(test_own_frames_dropped),
         cmocka_unit_test(test_deep_stack_is_cut_at_max),
         cmocka_unit_test(test_noreturn_call),
         cmocka_unit_test(test_through_libc_callback),

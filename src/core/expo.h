@@ -15,11 +15,18 @@
 
 #define SHOAL_LN2 0.693147180559945309417232121458176568
 
+/* A series' terms go on until they fall below this, relative to the
+ * sum: 2^-56, below the last bit of a double. */
+#define SHOAL_EXPO_EPS 0x1.0p-56
+
 /* -log(y) for 0 < y <= 1.  y = m * 2^e with m in [sqrt(1/2), sqrt(2)),
  * and log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: the odd
  * series to s^23 leaves an error below 1e-17. */
 static inline double shoal_neg_log(double y)
 {
+    static const double inv_odd[12] = { 1.0,       1.0 / 3,  1.0 / 5,  1.0 / 7,
+                                        1.0 / 9,  1.0 / 11, 1.0 / 13, 1.0 / 15,
+                                        1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23 };
     uint64_t bits;
     memcpy(&bits, &y, sizeof bits);
     int e = (int)((bits >> 52) & 0x7ff) - 1023;
@@ -31,21 +38,22 @@ static inline double shoal_neg_log(double y)
         e++;
     }
     double s = (m - 1.0) / (m + 1.0), s2 = s * s, term = s, sum = 0.0;
-    for (int k = 1; k <= 23; k += 2) {
-        sum += term / k;
+    for (int k = 0; k < 12; k++) {
+        sum += term * inv_odd[k];
         term *= s2;
     }
     return -(2.0 * sum + e * SHOAL_LN2);
 }
 
 /* 1 - exp(-x) for x >= 0: the series x - x^2/2 + x^3/6 - ... below 1/2
- * (no cancellation for small x), else 1 - 2^-k exp(-r) with x = k ln 2 + r,
- * 0 <= r < ln 2. */
+ * (no cancellation for small x; for a block of s bytes at a rate r,
+ * x = s / r, mostly below 1/100, and then six terms reach the last
+ * bit), else 1 - 2^-k exp(-r) with x = k ln 2 + r, 0 <= r < ln 2. */
 static inline double shoal_one_minus_exp_neg(double x)
 {
     if (x < 0.5) {
         double term = x, sum = 0.0;
-        for (int k = 1; k <= 18; k++) {
+        for (int k = 1; k <= 18 && __builtin_fabs(term) >= sum * SHOAL_EXPO_EPS; k++) {
             sum += term;
             term *= -x / (k + 1);
         }

@@ -68,7 +68,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->next = pg->prev = NULL;
     pg->trap_next = pg->trap_after = NULL;
     pg->armed = 0;
-    pg->gap = UINT64_MAX;
+    pg->gap_rest = SHOAL_GAP_UNDRAWN;
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
         pg[i].slot_offset = (uint8_t)i;
@@ -114,13 +114,14 @@ void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap)
 {
     size_t rate = shoal_prof_rate();
     if (rate == 0) {
-        pg->gap = UINT64_MAX;
+        pg->gap_rest = SHOAL_GAP_UNDRAWN;
         return;
     }
     if (gap == UINT64_MAX)
         gap = shoal_prof_gap(pg->block_size, rate);
-    pg->gap = gap;
-    pg->gap_len = (uint16_t)len;
+    if (gap > (uint64_t)INT64_MAX / 2)
+        gap = (uint64_t)INT64_MAX / 2;          /* never in this process's life */
+    pg->gap_rest = (int64_t)gap - len;
     if (gap >= len)
         return;
     /* The block before the one the trap stands for: gap - 1 links on. */
@@ -163,19 +164,18 @@ static unsigned free_count(const shoal_page_t *pg)
     return free_count_with(pg, local_count(pg));
 }
 
-/* The gap left now that `free` holds free_len blocks: malloc popped the
- * others of the gap_len it was measured on. */
-static uint64_t gap_after(const shoal_page_t *pg, unsigned free_len)
+/* The gap from the head of `free`, which holds free_len blocks
+ * (UINT64_MAX: none drawn). */
+static uint64_t gap_now(const shoal_page_t *pg, unsigned free_len)
 {
-    unsigned popped = pg->gap_len - free_len;
-    return pg->gap > popped ? pg->gap - popped : 0;
+    return pg->gap_rest == SHOAL_GAP_UNDRAWN ? UINT64_MAX : (uint64_t)(pg->gap_rest + free_len);
 }
 
-/* The trap's gap now, before `free` changes (UINT64_MAX: none drawn). */
+/* The trap's gap now, before `free` changes. */
 static uint64_t untrap_gap(shoal_page_t *pg)
 {
     untrap(pg);
-    return pg->gap == UINT64_MAX ? UINT64_MAX : gap_after(pg, free_count(pg));
+    return gap_now(pg, free_count(pg));
 }
 
 /* `free` changed in an armed page: the trap again, `gap` on. */
@@ -237,6 +237,7 @@ shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
     }
     pg->free = b;                       /* the trap steps aside for b */
     shoal_page_take(pg, b);
+    pg->gap_rest++;                     /* and stays at the head: a gap of 0 */
     if (--pg->trap_rest == 0) {         /* b was the list's last */
         pg->trap_next = NULL;
     } else {                            /* and stands before the next */
@@ -300,8 +301,8 @@ void shoal_page_collect(shoal_page_t *pg)
     shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
     tail->link = shoal_encode(pg, pg->free);
     unsigned free_len = free_count_with(pg, n_local);
-    /* The gap goes on, less what malloc popped since it was placed. */
-    uint64_t gap = pg->gap == UINT64_MAX ? UINT64_MAX : gap_after(pg, free_len);
+    /* The gap goes on, counted from the new head. */
+    uint64_t gap = gap_now(pg, free_len);
     pg->free = pg->local_free;
     pg->local_free = end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */

@@ -97,8 +97,11 @@ typedef struct shoal_page_s {
     struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` */
     uint8_t armed;              /* both lists end in shoal_trap_end */
-    uint16_t gap_len;           /* the list the gap was last measured on */
-    uint64_t gap;               /* blocks to pass from its head; UINT64_MAX: draw */
+    /* Blocks to hand out after the last one on `free` before the next
+     * sampled one: negative while the sample trap stands in `free`
+     * (gap_rest + the blocks on `free` is then the trap's place),
+     * SHOAL_GAP_UNDRAWN while none is drawn. */
+    int64_t gap_rest;
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
@@ -318,23 +321,25 @@ void shoal_page_collect(shoal_page_t *pg);
  * sampled with probability p = 1 - exp(-s / rate), independently
  * (samples.h), so the next one sampled is the one after a geometric gap
  * (shoal_prof_gap), counted from the head of `free`.  A gap as long as
- * the list places nothing: when the end trap comes, every block of the
- * list was handed out, and the gap goes on into the next list shortened
- * by the list's length (no draw: most end traps cost a subtraction).
- * Where `free` changes on a slow path (new blocks carved, a collect), the
- * gap goes on too, less the blocks malloc popped since it was placed (the
- * list's length then, less its length now).  Only a sample draws a new
- * gap, for the allocations after it (the process has no memory).
- * The length of `free` is known without a walk where it is placed (after
- * a refill or a collect local_free is empty, so it is capacity - used);
- * the walk to place a trap goes only as far as the gap, once a sample.
- * A page armed, or sampled from while profiling was off, draws anew.
+ * the list places nothing: what is left of it, gap_rest, goes on into
+ * the next list, and when the end trap comes, every block of the list
+ * was handed out: local_free becomes the list if its length (capacity -
+ * used, known without a walk) is within gap_rest, which shrinks by it
+ * (a compare and a subtraction: the common end trap costs little more
+ * than the refill malloc makes inline).  Where `free` changes on a slow
+ * path (new blocks carved, a collect), the gap goes on too, counted from
+ * the new head.  Only a sample draws a new gap, for the allocations
+ * after it (the process has no memory).  The walk to place a trap goes
+ * only as far as the gap, once a sample.  A page armed, or sampled from
+ * while profiling was off, draws anew.
  *
  * A heap arms the page it makes the head of a queue while profiling is
  * on (thread/page_queue.c); a page stays armed until it stops being a
  * page.  With profiling off its end traps still come, once a list, and
  * place nothing. */
 extern shoal_block_t shoal_trap_end, shoal_trap_sample;
+
+#define SHOAL_GAP_UNDRAWN INT64_MIN
 
 static inline bool shoal_list_ended(const shoal_block_t *b)
 {
@@ -380,18 +385,16 @@ static inline void shoal_page_local_to_free(shoal_page_t *pg)
 
 /* `free` of an armed page came to the end trap: if local_free holds
  * blocks and the gap goes past them too (mostly: the list that ran out
- * placed no trap, so all its gap_len blocks went out unsampled), they
- * become `free`, and nothing else happens; true if so (owner).  Inline,
- * for it comes once a list. */
+ * placed no trap, so all its blocks went out unsampled), they become
+ * `free`, and nothing else happens; true if so (owner).  Inline, for it
+ * comes once a list. */
 static inline bool shoal_page_take_local_untrapped(shoal_page_t *pg)
 {
-    unsigned len = atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used;
-    uint64_t gap = pg->gap - pg->gap_len;
-    if (shoal_list_ended(pg->local_free) || pg->gap == UINT64_MAX || gap < len)
-        return false;
+    int64_t len = atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used;
+    if (shoal_list_ended(pg->local_free) || pg->gap_rest < len)
+        return false;           /* (SHOAL_GAP_UNDRAWN is below every length) */
     shoal_page_local_to_free(pg);
-    pg->gap = gap;
-    pg->gap_len = (uint16_t)len;
+    pg->gap_rest -= len;
     return true;
 }
 
@@ -401,7 +404,7 @@ static inline void shoal_page_take_local_armed(shoal_page_t *pg)
 {
     if (shoal_page_take_local_untrapped(pg))
         return;
-    uint64_t gap = pg->gap != UINT64_MAX ? pg->gap - pg->gap_len : UINT64_MAX;
+    uint64_t gap = pg->gap_rest != SHOAL_GAP_UNDRAWN ? (uint64_t)pg->gap_rest : UINT64_MAX;
     shoal_page_local_to_free(pg);
     shoal_page_trap_place(pg, atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used,
                           gap);

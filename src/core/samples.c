@@ -31,26 +31,10 @@ bool shoal_prof_set_rate(size_t rate)
 extern const char __start_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
 extern const char __stop_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
 
-static bool on_alloc_path(const void *pc)
-{
-    return (const char *)pc >= __start_shoal_alloc_path &&
-           (const char *)pc < __stop_shoal_alloc_path;
-}
-
-#define SHOAL_PROF_OWN_FRAMES 16        /* at most this many of shoal's */
-
 unsigned shoal_prof_backtrace(void **pcs)
 {
-    void *raw[SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES];
-    unsigned n = shoal_os_unwind(raw, SHOAL_PROF_DEPTH + SHOAL_PROF_OWN_FRAMES);
-    unsigned from = 0;
-    for (unsigned i = 0; i < n && i < SHOAL_PROF_OWN_FRAMES; i++)
-        if (on_alloc_path(raw[i]))
-            from = i + 1;
-    unsigned depth = 0;
-    for (unsigned i = from; i < n && depth < SHOAL_PROF_DEPTH; i++)
-        pcs[depth++] = raw[i];
-    return depth;
+    return shoal_os_unwind(pcs, SHOAL_PROF_DEPTH, __start_shoal_alloc_path,
+                           __stop_shoal_alloc_path);
 }
 
 /* ---- the draws -------------------------------------------------------- */

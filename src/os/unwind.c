@@ -15,10 +15,10 @@
  * rule found for an address is kept in `rules`, direct-mapped, for every
  * thread: a stack seen once costs a table look-up a frame after that.
  * An entry names the object it came from (the start and end of its
- * mapping and its .eh_frame_hdr), which _dl_find_object gives on every
- * step (lock-free, a search of the loaded objects): a rule is not used
- * for code that was unloaded and replaced by another object at the same
- * address - unless that object has the same extent and layout (a
+ * mapping and its .eh_frame_hdr), which _dl_find_object gives (lock-free,
+ * a search of the loaded objects) each time the walk enters another
+ * object: a rule is not used for code that was unloaded and replaced by
+ * another object at the same address - unless that object has the same extent and layout (a
  * rebuild of the same library, loaded where the old one was), whose
  * stale rules could then send a walk through it astray.
  *
@@ -481,15 +481,35 @@ static struct rule_slot {
     _Atomic uint64_t rule;
 } rules[1u << RULE_BITS];
 
-static uint64_t rule_of(uintptr_t pc)
+/* The object a walk is in: a stack's frames are mostly in a few
+ * objects, one after another, so a walk asks _dl_find_object only when
+ * it crosses into another (no object it walks through can be unloaded
+ * meanwhile: its code is on the walking thread's stack). */
+struct object_memo {
+    uintptr_t start, end;               /* its mapping; start == end: none yet */
+    uintptr_t id;                       /* the mapping and its .eh_frame_hdr, hashed */
+    const uint8_t *eh_frame_hdr;
+};
+
+static bool object_of(uintptr_t pc, struct object_memo *m)
 {
+    if (pc - m->start < m->end - m->start)
+        return true;
     struct dl_find_object obj;
     if (_dl_find_object((void *)pc, &obj) != 0 || obj.dlfo_eh_frame == NULL)
+        return false;
+    m->start = (uintptr_t)obj.dlfo_map_start;
+    m->end = (uintptr_t)obj.dlfo_map_end;
+    m->id = m->start ^ rotl(m->end, 21) ^ rotl((uintptr_t)obj.dlfo_eh_frame, 42);
+    m->eh_frame_hdr = obj.dlfo_eh_frame;
+    return true;
+}
+
+static uint64_t rule_of(uintptr_t pc, struct object_memo *m)
+{
+    if (!object_of(pc, m))
         return rule_pack(RULE_NONE, 0, 0, 0);
-    /* The object: where it is mapped, how far, and its .eh_frame_hdr. */
-    uintptr_t object = (uintptr_t)obj.dlfo_map_start ^
-                       rotl((uintptr_t)obj.dlfo_map_end, 21) ^
-                       rotl((uintptr_t)obj.dlfo_eh_frame, 42);
+    uintptr_t object = m->id;
     struct rule_slot *s = &rules[(pc * 0x9e3779b97f4a7c15u) >> (64 - RULE_BITS)];
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
     if (!(seq & 1)) {
@@ -500,7 +520,7 @@ static uint64_t rule_of(uintptr_t pc)
         if (p == pc && o == object && atomic_load_explicit(&s->seq, memory_order_relaxed) == seq)
             return rule;
     }
-    uint64_t rule = derive_rule(obj.dlfo_eh_frame, pc);
+    uint64_t rule = derive_rule(m->eh_frame_hdr, pc);
     if (!(seq & 1) && atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1,
                                                               memory_order_relaxed,
                                                               memory_order_relaxed)) {
@@ -521,7 +541,7 @@ bool shoal_os_unwind_supported(void)
 /* The walk reads the stack words of other frames: no sanitizer's
  * business (a return address is no object of the program). */
 __attribute__((noinline, no_sanitize("address")))
-unsigned shoal_os_unwind(void **pcs, unsigned max)
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi)
 {
     uintptr_t ip, sp, bp;
     /* rip and rsp of one instruction: the rule at ip holds for this sp. */
@@ -530,11 +550,12 @@ unsigned shoal_os_unwind(void **pcs, unsigned max)
     uintptr_t low = sp;
     bool bp_known = true;
     unsigned n = 0;
+    struct object_memo memo = { 0, 0, 0, NULL };
     /* The first rule is of this function at ip itself; after it, of the
      * call instruction (ip - 1: a return address may be a function's
      * end, its next function's start). */
     for (uintptr_t at = ip; n < max; at = ip - 1) {
-        uint64_t rule = rule_of(at);
+        uint64_t rule = rule_of(at, &memo);
         if (rule_kind(rule) != RULE_STEP)
             break;
         if ((rule & RULE_CFA_RBP) && !bp_known)
@@ -555,7 +576,10 @@ unsigned shoal_os_unwind(void **pcs, unsigned max)
         sp = cfa;
         if (ip == 0)
             break;
-        pcs[n++] = (void *)ip;
+        if (ip - (uintptr_t)own_lo < (uintptr_t)own_hi - (uintptr_t)own_lo)
+            n = 0;              /* the caller's own, and so is all before it */
+        else
+            pcs[n++] = (void *)ip;
     }
     return n;
 }
@@ -567,10 +591,12 @@ bool shoal_os_unwind_supported(void)
     return false;
 }
 
-unsigned shoal_os_unwind(void **pcs, unsigned max)
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi)
 {
     (void)pcs;
     (void)max;
+    (void)own_lo;
+    (void)own_hi;
     return 0;
 }
 

@@ -20,10 +20,12 @@
 bool shoal_os_unwind_supported(void);
 
 /* Up to `max` return addresses of the calling thread's stack, the
- * caller's first; returns how many.  The walk stops at the outermost
+ * caller's first, less the caller's own: a return address in
+ * [own_lo, own_hi) drops it and every one before it (NULL, NULL: none
+ * is the caller's).  Returns how many.  The walk stops at the outermost
  * frame, or early at a frame it cannot read: code with no call frame
  * information (generated at run time), a signal frame, a frame whose
  * rules are DWARF expressions. */
-unsigned shoal_os_unwind(void **pcs, unsigned max);
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi);
 
 #endif

@@ -171,19 +171,6 @@ static uint64_t gap_now(const shoal_page_t *pg, unsigned free_len)
     return pg->gap_rest == SHOAL_GAP_UNDRAWN ? UINT64_MAX : (uint64_t)(pg->gap_rest + free_len);
 }
 
-/* The trap's gap now, before `free` changes. */
-static uint64_t untrap_gap(shoal_page_t *pg)
-{
-    untrap(pg);
-    return gap_now(pg, free_count(pg));
-}
-
-/* `free` changed in an armed page: the trap again, `gap` on. */
-static void retrap(shoal_page_t *pg, uint64_t gap)
-{
-    shoal_page_trap_place(pg, free_count(pg), gap);
-}
-
 /* The block of the list `head` whose link is `end`, and in *n the
  * list's length. */
 static shoal_block_t *list_tail(const shoal_page_t *pg, shoal_block_t *head, shoal_block_t *end,
@@ -216,7 +203,7 @@ void shoal_page_arm(shoal_page_t *pg)
     end_in_trap(pg, &pg->free);
     end_in_trap(pg, &pg->local_free);
     pg->armed = 1;
-    retrap(pg, UINT64_MAX);
+    shoal_page_trap_place(pg, free_count(pg), UINT64_MAX);
 }
 
 void shoal_page_trap_sample(shoal_page_t *pg)
@@ -259,7 +246,13 @@ void shoal_page_extend(shoal_page_t *pg)
     if (n == 0)
         return;
     char *start = pg->start + (size_t)capacity * pg->block_size;
-    uint64_t gap = pg->armed ? untrap_gap(pg) : 0;
+    unsigned free_len = 0;
+    uint64_t gap = 0;
+    if (pg->armed) {            /* the trap out, and the gap from the head */
+        untrap(pg);
+        free_len = shoal_page_has_free(pg) ? free_count(pg) : 0;   /* mostly it ran out */
+        gap = gap_now(pg, free_len);
+    }
     shoal_block_t *head = pg->free;
     /* Link back to front so blocks are handed out in address order. */
     for (unsigned i = n; i-- > 0;) {
@@ -276,8 +269,14 @@ void shoal_page_extend(shoal_page_t *pg)
     atomic_store_explicit(&pg->start_limit,
                           (uint32_t)((capacity + n) * (pg->start_mul * pg->block_size)),
                           memory_order_relaxed);
-    if (pg->armed)
-        retrap(pg, gap);
+    if (!pg->armed)
+        return;
+    /* The gap goes on: past the list (mostly: carving comes once every
+     * 4 KiB of blocks), or the trap goes in it. */
+    if (gap != UINT64_MAX && gap >= free_len + n)
+        pg->gap_rest = (int64_t)(gap - free_len - n);
+    else
+        shoal_page_trap_place(pg, free_len + n, gap);
 }
 
 /* Put local_free in front of `free`; the end of both stays what it was

@@ -30,7 +30,7 @@ void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
         h->direct[i] = pg;
     /* The fast path pops only from a queue's head: arming it there arms
      * every page before malloc takes a block from it (sampled.h). */
-    if (shoal_unlikely(h->prof_rate != 0) && pg != &shoal_empty_page)
+    if (shoal_unlikely(h->prof_rate != 0) && pg != &shoal_empty_page && !pg->armed)
         shoal_page_arm(pg);
 }
 

@@ -115,10 +115,10 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
                                                                              size_t n, bool zero)
 {
     if (shoal_likely(pg->free == &shoal_trap_end)) {
-        if (shoal_page_local_empty(pg))
-            return alloc_generic(n, SHOAL_ALIGN, zero);
         if (shoal_likely(shoal_page_take_local_untrapped(pg)))
             return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
+        if (shoal_page_local_empty(pg))
+            return alloc_generic(n, SHOAL_ALIGN, zero);
     }
     return trap_or_broken(h, pg, n, zero);
 }

@@ -408,7 +408,9 @@ static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
 }
 
 /* The rule at pc, from the object whose .eh_frame_hdr is `hdr`. */
-static uint64_t derive_rule(const uint8_t *hdr, uintptr_t pc)
+/* Cold: a rule is derived once an address; the walk's loop keeps its
+ * registers. */
+static __attribute__((noinline, cold)) uint64_t derive_rule(const uint8_t *hdr, uintptr_t pc)
 {
     const uint8_t *fde = find_fde(hdr, pc);
     if (fde == NULL)

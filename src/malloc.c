@@ -2,7 +2,7 @@
  * one slow path behind them.
  *
  * malloc's fast path: TLS heap -> the page of the request's size (the
- * direct table up to 1 KiB, the class's queue head above) -> pop its
+ * direct table of the heap, by size) -> pop its
  * free list.  No atomics, no locks, no stack frame; an empty queue
  * holds a static empty page whose lists are empty.  Large
  * blocks pop the heap's stack of their order, huge ones take the
@@ -123,14 +123,13 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
     return trap_or_broken(h, pg, n, zero);
 }
 
-/* The page a request of n bytes (0 < n <= SHOAL_MEDIUM_MAX, or 0 through
- * the direct table) pops from: the heap's direct entry up to 1 KiB, its
- * class's queue head above. */
+/* The page a request of n bytes (n <= SHOAL_MEDIUM_MAX) pops from: the
+ * heap's direct entry of its size. */
 static inline shoal_page_t *page_for(shoal_heap_t *h, size_t n)
 {
     if (shoal_likely(n <= SHOAL_DIRECT_MAX))
         return h->direct[shoal_direct_index(n)];
-    return h->pages[shoal_size_to_class_nz(n)];
+    return h->direct[shoal_direct_med_index(n)];
 }
 
 static void *alloc_tier(size_t n, size_t align, bool zero)
@@ -203,7 +202,7 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
     if (shoal_likely(n <= SHOAL_DIRECT_MAX)) {
         pg = h->direct[shoal_direct_index(n)];
     } else if (n <= SHOAL_MEDIUM_MAX) {
-        pg = h->pages[shoal_size_to_class_nz(n)];
+        pg = h->direct[shoal_direct_med_index(n)];
     } else if (n <= SHOAL_LARGE_MAX) {
         void *p = shoal_large_cache_pop(h, n);
         return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);

@@ -57,9 +57,10 @@ static void test_aligned_classes(void **state)
     }
 }
 
-/* Each direct index belongs to exactly one class's range, and that class
- * is the one every request with that index takes: its own class, or with
- * CACHELINE_ALIGN the class of the request rounded to 64 bytes. */
+/* Each direct index, in 16-byte steps to 1 KiB, 128-byte ones to 8 KiB
+ * and 1 KiB ones to 64 KiB, belongs to exactly one class's range, and that class is the one every request with that
+ * index takes: its own class, or with CACHELINE_ALIGN the class of the
+ * request rounded to 64 bytes. */
 static void test_direct_ranges(void **state)
 {
     (void)state;
@@ -76,10 +77,14 @@ static void test_direct_ranges(void **state)
                 owner[i] = c;
             }
         }
-        for (size_t n = 0; n <= SHOAL_DIRECT_MAX; n++) {
+        for (size_t n = 0; n <= SHOAL_MEDIUM_MAX; n++) {
             unsigned want = cacheline ? shoal_class_for_aligned(n, 64) : shoal_size_to_class(n);
-            assert_int_equal(owner[shoal_direct_index(n)], want);
+            size_t i = n <= SHOAL_DIRECT_MAX ? shoal_direct_index(n) : shoal_direct_med_index(n);
+            assert_true(i < SHOAL_DIRECT_ENTRIES);
+            assert_int_equal(owner[i], want);
         }
+        for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
+            assert_int_not_equal(owner[i], SHOAL_CLASSES);      /* every entry has its class */
     }
 }
 

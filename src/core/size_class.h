@@ -48,13 +48,32 @@ static inline unsigned shoal_size_to_class_nz(size_t n)
 /* Requests up to SHOAL_DIRECT_MAX bytes find their page in one load: a
  * heap keeps, for each index (n + 15) / 16, the page of n's class (its
  * "direct" table, as mimalloc's pages_free_direct), so malloc needs
- * neither the class nor the queue head.  Index 0 (n = 0) is class 0's. */
+ * neither the class nor the queue head.  Index 0 (n = 0) is class 0's.
+ * Above 1 KiB the classes step by 128 bytes or more, above 8 KiB by 1 KiB
+ * or more, each starting at a multiple of its step, so the table goes on
+ * to SHOAL_MEDIUM_MAX: an entry per 128 bytes to 8 KiB, then one per KiB
+ * (a shift and a load where the class formula takes ten instructions). */
 #define SHOAL_DIRECT_MAX 1024
-#define SHOAL_DIRECT_ENTRIES (SHOAL_DIRECT_MAX / 16 + 1)
+#define SHOAL_DIRECT_MED_MAX 8192
+#define SHOAL_DIRECT_SMALL_ENTRIES (SHOAL_DIRECT_MAX / 16 + 1)
+#define SHOAL_DIRECT_MED_ENTRIES ((SHOAL_DIRECT_MED_MAX - SHOAL_DIRECT_MAX) / 128)
+#define SHOAL_DIRECT_ENTRIES                                                          \
+    (SHOAL_DIRECT_SMALL_ENTRIES + SHOAL_DIRECT_MED_ENTRIES +                          \
+     (SHOAL_MEDIUM_MAX - SHOAL_DIRECT_MED_MAX) / 1024)
 
+/* The entry of a request of n bytes, n <= SHOAL_DIRECT_MAX. */
 static inline size_t shoal_direct_index(size_t n)
 {
     return (n + 15) >> 4;
+}
+
+/* SHOAL_DIRECT_MAX < n <= SHOAL_MEDIUM_MAX: after the small entries,
+ * (n - 1025) / 128 on to 8 KiB, then (n - 8193) / 1024 further on. */
+static inline size_t shoal_direct_med_index(size_t n)
+{
+    const size_t med = SHOAL_DIRECT_SMALL_ENTRIES, big = med + SHOAL_DIRECT_MED_ENTRIES;
+    return n <= SHOAL_DIRECT_MED_MAX ? (n + (med * 128 - SHOAL_DIRECT_MAX - 1)) >> 7
+                                     : (n + (big * 1024 - SHOAL_DIRECT_MED_MAX - 1)) >> 10;
 }
 
 /* The same, with 0 taken as 1. */
@@ -73,17 +92,23 @@ static inline size_t shoal_class_size(unsigned c)
 }
 
 /* The direct indices whose requests take class c's page: [*lo, *hi],
- * empty (*lo > *hi) for a class above SHOAL_DIRECT_MAX or, with every
- * block cache-line aligned, one whose size is not a multiple of 64 (such
- * requests take the next class that is: every multiple of 64 up to
- * SHOAL_DIRECT_MAX is a class). */
+ * empty (*lo > *hi) with every block cache-line aligned for a class whose
+ * size is not a multiple of 64 (such requests take the next class that
+ * is: every multiple of 64 up to SHOAL_DIRECT_MAX is a class, and every
+ * class above it a multiple). */
 static inline void shoal_direct_range(unsigned c, bool cacheline, size_t *lo, size_t *hi)
 {
     size_t size = shoal_class_size(c);
-    size_t below = cacheline ? size - SHOAL_CACHE_LINE : c ? shoal_class_size(c - 1) : 0;
-    *lo = below == 0 ? 0 : below / 16 + 1;
-    *hi = size / 16;
-    if (size > SHOAL_DIRECT_MAX || (cacheline && size % SHOAL_CACHE_LINE != 0))
+    size_t below = cacheline && size <= SHOAL_DIRECT_MAX ? size - SHOAL_CACHE_LINE
+                   : c ? shoal_class_size(c - 1) : 0;
+    if (size <= SHOAL_DIRECT_MAX) {
+        *lo = below == 0 ? 0 : below / 16 + 1;
+        *hi = size / 16;
+    } else {
+        *lo = shoal_direct_med_index(below + 1);
+        *hi = shoal_direct_med_index(size);
+    }
+    if (cacheline && size % SHOAL_CACHE_LINE != 0)
         *lo = *hi + 1;
 }
 

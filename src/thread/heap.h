@@ -50,7 +50,7 @@ typedef struct shoal_heap_counters_s {
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
-    shoal_page_t *direct[SHOAL_DIRECT_ENTRIES]; /* the fast path up to 1 KiB: see size_class.h */
+    shoal_page_t *direct[SHOAL_DIRECT_ENTRIES]; /* the fast path's pages by size: size_class.h */
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path above */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
     shoal_page_t *full;                         /* pages with no free block */

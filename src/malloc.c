@@ -84,7 +84,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(sho
                                                                              size_t n, bool zero)
 {
     if (pg->free == &shoal_trap_end) {
-        shoal_page_take_local_armed(pg);        /* it holds blocks: free_list_stop saw */
+        shoal_page_take_local_trapped(pg);      /* it holds blocks: free_list_stop saw */
     } else if (pg->free == &shoal_trap_sample) {
         shoal_page_trap_sample(pg);
         void *p = shoal_prof_sample_block(pg->size_class, zero);

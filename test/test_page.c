@@ -373,7 +373,7 @@ static shoal_block_t *prof_pop(shoal_page_t *pg, uint64_t *count, uint64_t *due,
             if (shoal_page_local_empty(pg))
                 return NULL;
             if (!shoal_page_take_local_untrapped(pg))
-                shoal_page_take_local_armed(pg);
+                shoal_page_take_local_trapped(pg);
             /* The gap goes on into the new list (drawn, if none was). */
             uint64_t now = sample_due(pg, *count);
             assert_true(*due == UINT64_MAX || now == *due);

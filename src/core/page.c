@@ -290,7 +290,8 @@ void shoal_page_collect(shoal_page_t *pg)
         return;
     }
     if (pg->free == &shoal_trap_end) {  /* the same, armed */
-        shoal_page_take_local_armed(pg);
+        if (!shoal_page_take_local_untrapped(pg))
+            shoal_page_take_local_trapped(pg);
         return;
     }
     shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;

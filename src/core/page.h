@@ -398,12 +398,11 @@ static inline bool shoal_page_take_local_untrapped(shoal_page_t *pg)
     return true;
 }
 
-/* The same where the gap may end among local_free's blocks, or none was
- * drawn: the sample trap is placed (local_free holds blocks). */
-static inline void shoal_page_take_local_armed(shoal_page_t *pg)
+/* The same where shoal_page_take_local_untrapped said no: the gap may
+ * end among local_free's blocks, or none was drawn, and the sample trap
+ * is placed (local_free holds blocks). */
+static inline void shoal_page_take_local_trapped(shoal_page_t *pg)
 {
-    if (shoal_page_take_local_untrapped(pg))
-        return;
     uint64_t gap = pg->gap_rest != SHOAL_GAP_UNDRAWN ? (uint64_t)pg->gap_rest : UINT64_MAX;
     shoal_page_local_to_free(pg);
     shoal_page_trap_place(pg, atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used,

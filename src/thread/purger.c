@@ -162,6 +162,11 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
+/* Calls of this thread to let pass before wanted() looks again, after
+ * it found one heap in the process: a huge block's free in a
+ * single-threaded program comes here every time. */
+static __thread uint8_t tl_single_skip __attribute__((tls_model("initial-exec")));
+
 /* In auto mode the purger may start once the process has a second
  * thread: one that allocated (a second heap), or any other - a server
  * whose helper threads never allocate, like redis's, must not keep its
@@ -170,21 +175,15 @@ static void *purger_main(void *arg)
  * second, as this runs on slow paths while memory awaits purging. */
 static bool wanted(void)
 {
-    /* Relaxed: a time and a pace; the start itself is the CAS on state. */
+    /* Relaxed: a time; the start itself is the CAS on state. */
     static _Atomic uint64_t next_look_ms;
-    static _Atomic unsigned calls;
     long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);
     if (mode != -1)
         return mode == 1;
     if (shoal_heap_created() >= 2)
         return true;
-    /* Not even the clock but once in 64 calls: a huge block's free in a
-     * single-threaded program comes here every time.  (A lost update of
-     * the count only shifts the next look.) */
-    unsigned n = atomic_load_explicit(&calls, memory_order_relaxed) + 1;
-    atomic_store_explicit(&calls, n, memory_order_relaxed);
-    if (n % 64 != 0)
-        return false;
+    /* Not even the clock but once in 64 calls of a thread. */
+    tl_single_skip = 63;
     uint64_t now = shoal_os_now_ms();
     uint64_t due = atomic_load_explicit(&next_look_ms, memory_order_relaxed);
     if (now < due || !atomic_compare_exchange_strong_explicit(&next_look_ms, &due, now + 1000,
@@ -197,8 +196,13 @@ static bool wanted(void)
 void shoal_purger_start(void)
 {
     int none = PURGER_NONE;
-    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_NONE ||
-        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() || !wanted() ||
+    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_NONE)
+        return;
+    if (tl_single_skip != 0) {
+        tl_single_skip--;
+        return;
+    }
+    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() || !wanted() ||
         /* Acquire: pairs with a leaving purger's release (above). */
         !atomic_compare_exchange_strong_explicit(&state, &none, PURGER_RUNNING,
                                                  memory_order_acquire, memory_order_relaxed))
@@ -228,6 +232,7 @@ static void delay_changed(long value)
     if (atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING)
         futex(&delay_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
     wake();
+    tl_single_skip = 0;         /* look now */
     shoal_purger_start();
 }
 

@@ -18,9 +18,9 @@
  * mapping and its .eh_frame_hdr), which _dl_find_object gives (lock-free,
  * a search of the loaded objects) each time the walk enters another
  * object: a rule is not used for code that was unloaded and replaced by
- * another object at the same address - unless that object has the same extent and layout (a
- * rebuild of the same library, loaded where the old one was), whose
- * stale rules could then send a walk through it astray.
+ * another object at the same address - unless that object has the same
+ * extent and layout (a rebuild of the same library, loaded where the old
+ * one was), whose stale rules could then send a walk through it astray.
  *
  * What is read: the .eh_frame data of loaded objects, and words of the
  * walking thread's own stack, each at an address between the stack
@@ -407,8 +407,8 @@ static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
     return hdr + table[2 * lo + 1];
 }
 
-/* The rule at pc, from the object whose .eh_frame_hdr is `hdr`. */
-/* Cold: a rule is derived once an address; the walk's loop keeps its
+/* The rule at pc, from the object whose .eh_frame_hdr is `hdr`.  Cold: a
+ * rule is derived once an address, and the walk's loop keeps its
  * registers. */
 static __attribute__((noinline, cold)) uint64_t derive_rule(const uint8_t *hdr, uintptr_t pc)
 {

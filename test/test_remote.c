@@ -268,6 +268,60 @@ static void test_handoff_batches_16(void **state)
     handoff(16, false);
 }
 
+/* A take that empties the inbox costs one atomic operation, however
+ * many batches wait there, and a look at an empty inbox none.  A take
+ * that meets a sender between its exchange and its link (made here by
+ * hand) stops before that sender's batch and goes on from there the next
+ * time: nothing is taken twice or lost. */
+static void test_take_costs_one_atomic(void **state)
+{
+    (void)state;
+    heap_open(&owner);
+    heap_open(&senders[0]);
+    heap_open(&senders[1]);
+    pages_open(&pages, 64, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+    size_t sent = 0;
+    for (unsigned batch = 0; batch < 3; batch++) {
+        shoal_heap_t *me = &senders[batch % 2];
+        for (unsigned k = 0; k < 10; k++) {
+            prepare_free(pages.blocks[sent]);
+            shoal_remote_hold(me, &owner, pages.blocks[sent++], pages.bsize);
+        }
+        shoal_remote_send_all(me);
+    }
+    prepare_free(pages.blocks[sent]);
+    shoal_remote_send_one(&senders[0], &owner, pages.blocks[sent++]);
+    assert_int_equal(receive_home(&owner), sent);
+    assert_int_equal(shoal_counter_read(&owner.stats.remote_atomics), 1);
+    assert_int_equal(receive_home(&owner), 0);
+    assert_int_equal(shoal_counter_read(&owner.stats.remote_atomics), 1);
+
+    /* Two blocks, then a third sender that has exchanged the tail (from
+     * the second block to its own) and not yet linked. */
+    shoal_block_t *b1 = pages.blocks[sent], *b2 = pages.blocks[sent + 1];
+    shoal_block_t *late = pages.blocks[sent + 2];
+    prepare_free(b1);
+    prepare_free(b2);
+    prepare_free(late);
+    shoal_remote_send_one(NULL, &owner, b1);
+    shoal_remote_send_one(NULL, &owner, b2);
+    ((struct cds_wfcq_node *)late)->next = NULL;
+    owner.inbox.tail.p = (struct cds_wfcq_node *)late;
+    assert_int_equal(receive_home(&owner), 1);             /* b1; b2 waits for its link */
+    assert_int_equal(seen[index_of(b1)], 1);
+    assert_int_equal(seen[index_of(b2)], 0);
+    assert_int_equal(receive_home(&owner), 0);             /* still waiting */
+    ((struct cds_wfcq_node *)b2)->next = (struct cds_wfcq_node *)late;     /* the link lands */
+    assert_int_equal(receive_home(&owner), 2);
+    assert_int_equal(seen[index_of(b2)], 1);
+    assert_int_equal(seen[index_of(late)], 1);
+    assert_int_equal(receive_home(&owner), 0);
+    assert_int_equal(atomic_load(&failures), 0);
+    pages_close(&pages);
+}
+
 /* A block sent to a heap its page has left is forwarded to the page's
  * heap now by whoever takes the old heap's inbox. */
 static void test_forwarded_when_page_moved(void **state)
@@ -485,7 +539,7 @@ static void test_exit_with_batches_both_ways(void **state)
 
 /* Producer and consumer: the consumer frees every block remotely.  The
  * atomic operations that costs, sending and taking: at most one per 16
- * remote frees (one per batch sent, three per take, against one or more
+ * remote frees (one per batch sent, one per take, against one or more
  * per free when each free was a compare-and-swap on its page). */
 #ifdef UNDER_TSAN
 #define ITEMS 20000
@@ -627,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_handoff_one_by_one),
         cmocka_unit_test(test_handoff_batches_64),
         cmocka_unit_test(test_handoff_batches_16),
+        cmocka_unit_test(test_take_costs_one_atomic),
         cmocka_unit_test(test_forwarded_when_page_moved),
         cmocka_unit_test(test_fork_child_cuts_unlinked_tail),
         cmocka_unit_test(test_aba_interleaving_loses_nothing),

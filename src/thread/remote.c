@@ -2,7 +2,7 @@
  *
  * Only liburcu's lock-free entry points are used (the `___cds_wfcq`
  * family, inline with _LGPL_SOURCE): the append of a batch, and the
- * splice, first and next of the one consumer; never the blocking forms,
+ * dequeue of the one consumer; never the blocking forms,
  * which wait for a sender in poll(): a sender that a fork left behind
  * would make them wait forever.  Nothing here allocates or takes a lock.
  */
@@ -20,7 +20,6 @@
 void shoal_inbox_init(shoal_inbox_t *in)
 {
     ___cds_wfcq_init(&in->head, &in->tail);
-    ___cds_wfcq_init(&in->taken, &in->taken_tail);
     in->broken = false;
 }
 
@@ -141,56 +140,62 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
 {
     shoal_inbox_t *in = &h->inbox;
     size_t n = 0;
-    if (in->broken)
+    /* Blocks come off the inbox's head one by one (liburcu's dequeue,
+     * nonblocking).  The only atomic operation is a compare-and-swap of
+     * the tail, from the block being taken to the empty queue, when that
+     * block has no link yet: it may be the last.  The swap is a full
+     * barrier, after the dequeue's store of an empty head: a sender whose
+     * exchange of the tail comes after it gets the empty queue and links
+     * its batch onto the head, seen by the next call; one whose exchange
+     * came first makes the swap fail and will link onto the block, and
+     * the dequeue stops there (nonblocking: it does not wait) with the
+     * block kept at the head for the next call.  A batch linked on
+     * during the walk is taken in the same walk.  An empty head is empty
+     * enough: the tail is not looked at, and the senders' line stays
+     * theirs.
+     *
+     * Each link is checked before anything reads through it: the first
+     * block here, put on by a sender (or kept from a call that stopped),
+     * and every block after it, reached by the link of the one before,
+     * which is held back until its link has passed: a block whose link
+     * was overwritten never goes home. */
+    struct cds_wfcq_node *node = CMM_LOAD_SHARED(in->head.node.next);
+    if (node == NULL || in->broken)
         return 0;
-    /* Take what senders have linked on, all at once: two exchanges on
-     * the inbox and one on `taken` (liburcu's splice).  Nonblocking: when
-     * the first sender has exchanged the tail but not yet linked its batch
-     * on, it stays for the next call. */
-    switch (___cds_wfcq_splice_nonblocking(&in->taken, &in->taken_tail, &in->head,
-                                           &in->tail)) {
-    case CDS_WFCQ_RET_SRC_EMPTY:
-        if (in->taken.node.next == NULL)
-            return 0;           /* and nothing kept from the last call */
-        break;
-    case CDS_WFCQ_RET_WOULDBLOCK:
-        count_atomic(h);        /* it exchanged the head and found nothing */
-        break;
-    default:
-        for (int i = 0; i < 3; i++)
-            count_atomic(h);
+    cmm_smp_read_barrier_depends();
+    shoal_tsan_acquire(in);     /* (see below) */
+    shoal_page_t *pg = page_of_sent((shoal_block_t *)node, NULL);
+    if (shoal_unlikely(pg == NULL)) {
+        broken(in, (shoal_block_t *)node);
+        return 0;
     }
-    /* TSan: each sender released the inbox before its exchange, and the
-     * splice came after the exchanges of everything it took. */
-    shoal_tsan_acquire(in);
-    /* `taken` is ours alone.  Walk it from the first node (linked on by a
-     * sender, or checked as the link of the node before), reading each
-     * node's link before giving the node back to its page: a link may
-     * still be on its way (a sender between its exchange and its link
-     * store, before the splice), and then the walk stops there and the
-     * next call goes on from that node.  The loads of each node depend
-     * on the load of the link that found it (liburcu orders them with
-     * cmm_smp_read_barrier_depends), so the sender's stores before its
-     * exchange are visible. */
-    struct cds_wfcq_node *node = ___cds_wfcq_first_nonblocking(&in->taken, &in->taken_tail);
-    shoal_page_t *pg = NULL;    /* node's page, found when its link was checked */
-    while (node != NULL && node != CDS_WFCQ_WOULDBLOCK) {
-        shoal_block_t *b = (shoal_block_t *)node;
-        if (pg == NULL && shoal_unlikely((pg = page_of_sent(b, NULL)) == NULL)) {
-            broken(in, b);      /* a first node: only a sender puts one on */
-            break;
-        }
-        struct cds_wfcq_node *next = ___cds_wfcq_next_nonblocking(&in->taken,
-                                                                  &in->taken_tail, node);
-        if (next == CDS_WFCQ_WOULDBLOCK) {
-            in->taken.node.next = node;         /* from here next time */
-            break;
-        }
+    for (;;) {
+        bool may_swap = CMM_LOAD_SHARED(node->next) == NULL;
+        int state;
+        struct cds_wfcq_node *got = ___cds_wfcq_dequeue_with_state_nonblocking(&in->head,
+                                                                               &in->tail, &state);
+        /* Counted when the dequeue was to swap; a link that lands in
+         * between makes the count one too many, never one too few. */
+        if (may_swap)
+            count_atomic(h);
+        if (got == CDS_WFCQ_WOULDBLOCK)
+            break;              /* got is node: the head was not empty */
+        /* The loads of a block depend on the load of the link that
+         * found it (liburcu orders them with cmm_smp_read_barrier_depends),
+         * so its sender's stores before the exchange - the user's data,
+         * the freed mark, the links - are visible.  TSan: each sender
+         * released the inbox before its exchange, and linked its batch
+         * on after; the link that leads on from here was read. */
+        shoal_tsan_acquire(in);
+        shoal_block_t *b = (shoal_block_t *)got;
         shoal_page_t *next_pg = NULL;
-        if (next != NULL && shoal_unlikely((next_pg = page_of_sent((shoal_block_t *)next,
-                                                                    b)) == NULL)) {
-            broken(in, b);      /* b stays out: nothing reads past it */
-            break;
+        node = NULL;
+        if (!(state & CDS_WFCQ_STATE_LAST)) {
+            node = in->head.node.next;          /* b's link: the dequeue moved the head on */
+            if (shoal_unlikely((next_pg = page_of_sent((shoal_block_t *)node, b)) == NULL)) {
+                broken(in, b);  /* b stays out: nothing reads past it */
+                break;
+            }
         }
         /* Acquire, as free's: a heap this block is forwarded to is seen
          * set up. */
@@ -201,9 +206,8 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         } else {
             shoal_remote_send_one(h, owner, b);     /* the page moved: on to its heap now */
         }
-        if (next == NULL)
-            ___cds_wfcq_init(&in->taken, &in->taken_tail);      /* all walked */
-        node = next;
+        if (node == NULL)
+            break;              /* the last: the inbox is empty */
         pg = next_pg;
     }
     shoal_count(&h->stats.remote_received, n);

@@ -7,16 +7,17 @@
  * and on the idle sweep, alloc_collect and thread exit, each batch goes
  * to its owner's inbox as one list: one exchange on the inbox's tail
  * (liburcu's wait-free concurrent queue, wfcqueue).  The owner's holder
- * takes its inbox whole on its slow paths and gives each block back to
- * its page with plain stores.
+ * takes its inbox empty on its slow paths, one compare-and-swap for all
+ * of it, and gives each block back to its page with plain stores.
  *
  * Ownership.  Every block is held by exactly one party at a time: a
  * user; the freeing heap's outbox (only that heap's holder touches it);
  * an inbox (from the exchange that links it on, after which the sender
- * touches only the node before its batch, to the splice that takes it,
- * which only the inbox heap's holder does); that holder's private queue;
- * or its page's lists (the page's heap's holder).  A block in an outbox or inbox still counts in its page's
- * `used`, so the page stays a page, of the same class, the whole time.
+ * touches only the node before its batch, to the dequeue that takes it,
+ * which only the inbox heap's holder does); or its page's lists (the
+ * page's heap's holder).  A block in an outbox or inbox still counts in
+ * its page's `used`, so the page stays a page, of the same class, the
+ * whole time.
  *
  * A page may change heaps while blocks are on their way to the old one
  * (a parked heap is dismantled, an orphaned page is adopted): whoever
@@ -49,12 +50,9 @@ typedef struct shoal_outbox_s {
 } shoal_outbox_t;
 
 /* The queue head is the holder's and the tail the senders': a line each.
- * The holder takes the whole queue at once into `taken` (its own, private
- * queue), and walks it from there. */
+ * The holder takes blocks off the head one by one. */
 typedef struct shoal_inbox_s {
     struct __cds_wfcq_head head __attribute__((aligned(SHOAL_CACHE_LINE)));
-    struct __cds_wfcq_head taken;
-    struct cds_wfcq_tail taken_tail;
     bool broken;                        /* a corrupted link stopped it (see remote.c) */
     struct cds_wfcq_tail tail __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_inbox_t;
@@ -62,8 +60,7 @@ typedef struct shoal_inbox_s {
 /* An empty inbox; for one in static storage: SHOAL_INBOX_INIT(its name). */
 void shoal_inbox_init(shoal_inbox_t *in);
 #define SHOAL_INBOX_INIT(in)                                                                \
-    { .head = { .node = { NULL } }, .taken = { .node = { NULL } },                         \
-      .taken_tail = { .p = &(in).taken.node }, .tail = { .p = &(in).head.node } }
+    { .head = { .node = { NULL } }, .tail = { .p = &(in).head.node } }
 
 /* Keep b (of size `size`, its freed mark already set) in me's outbox for
  * dest, the heap of its page; sends everything when the outbox is full.

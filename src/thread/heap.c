@@ -149,9 +149,13 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
     }
     /* A thread that only frees still sends in batches: it gets a heap for
      * its outbox (and, if it pops a parked heap that owns pg, the block
-     * is its own). */
-    if (me == &shoal_empty_heap)
+     * is its own).  The owner is read again once the heap is ours: the
+     * purge pass may have given pg away from the heap popped here before
+     * it parked it again, after the read that brought us here. */
+    if (me == &shoal_empty_heap) {
         me = shoal_heap_of_thread();
+        dest = shoal_page_heap(pg);
+    }
     if (me == &shoal_empty_heap) {
         if (SHOAL_STATS_ENABLED) {
             atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
@@ -162,7 +166,7 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
     }
     shoal_count(&me->stats.frees[pg->size_class], 1);
     if (dest == me) {           /* a free by the owner after all, or into its full page */
-        shoal_remote_come_home(me, pg, b, page_event);
+        shoal_remote_come_home(me, pg, b, shoal_page_owner(pg), page_event);
         return;
     }
     shoal_count(&me->stats.remote_frees, 1);

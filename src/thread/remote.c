@@ -199,12 +199,12 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         }
         /* Acquire, as free's: a heap this block is forwarded to is seen
          * set up. */
-        shoal_heap_t *owner = shoal_page_heap(pg);
-        if (shoal_likely(owner == h)) {
-            shoal_remote_come_home(h, pg, b, event);
+        uintptr_t owner = shoal_page_owner(pg);
+        if (shoal_likely(shoal_owner_heap(owner) == h)) {
+            shoal_remote_come_home(h, pg, b, owner, event);
             n++;
         } else {
-            shoal_remote_send_one(h, owner, b);     /* the page moved: on to its heap now */
+            shoal_remote_send_one(h, shoal_owner_heap(owner), b);   /* the page moved: on */
         }
         if (node == NULL)
             break;              /* the last: the inbox is empty */

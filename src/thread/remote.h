@@ -81,14 +81,16 @@ extern _Atomic uint64_t shoal_remote_orphan_atomics;
  * was on its heap's full list: the heap layer's turn (h's holder). */
 typedef void shoal_remote_event_fn(struct shoal_heap_s *h, shoal_page_t *pg);
 
-/* b came home to pg, one of h's pages: onto its local free list, as a
- * free by the owner would put it (h's holder only). */
+/* b came home to pg, one of h's pages, whose owner word (read by the
+ * caller, naming h) is `owner`: onto its local free list, as a free by
+ * the owner would put it (h's holder only). */
 static inline void shoal_remote_come_home(struct shoal_heap_s *h, shoal_page_t *pg,
-                                          shoal_block_t *b, shoal_remote_event_fn *event)
+                                          shoal_block_t *b, uintptr_t owner,
+                                          shoal_remote_event_fn *event)
 {
     b->link = shoal_encode(pg, pg->local_free);
     pg->local_free = b;
-    if (shoal_unlikely(--pg->used == 0 || shoal_page_is_full(pg)))
+    if (shoal_unlikely(--pg->used == 0 || (owner & SHOAL_PAGE_FULL) != 0))
         event(h, pg);
 }
 

@@ -46,7 +46,7 @@ void shoal_sampled_free(shoal_page_t *pg, shoal_block_t *b)
     shoal_prof_lock();
     shoal_prof_forget(b);
     shoal_count(&h->stats.frees[pg->size_class], 1);
-    shoal_remote_come_home(h, pg, b, shoal_heap_page_freed);
+    shoal_remote_come_home(h, pg, b, shoal_page_owner(pg), shoal_heap_page_freed);
     shoal_prof_unlock();
 }
 

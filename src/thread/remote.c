@@ -150,9 +150,11 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
      * came first makes the swap fail and will link onto the block, and
      * the dequeue stops there (nonblocking: it does not wait) with the
      * block kept at the head for the next call.  A batch linked on
-     * during the walk is taken in the same walk.  An empty head is empty
-     * enough: the tail is not looked at, and the senders' line stays
-     * theirs.
+     * during the walk is taken in the same walk, which stays bounded:
+     * every block sent here is of a page this heap holds, out of it
+     * before the walk began (the holder hands none out while it walks).
+     * An empty head is empty enough: the tail is not looked at, and the
+     * senders' line stays theirs.
      *
      * Each link is checked before anything reads through it: the first
      * block here, put on by a sender (or kept from a call that stopped),

@@ -201,15 +201,15 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
     shoal_page_t *pg;
     /* page_for's loads, tested from the small end: through page_for, the
      * compiler tests SHOAL_MEDIUM_MAX first, two instructions more on
-     * every request up to 1 KiB; and 1-8 KiB, tested on its own (the index
-     * is its first half), takes one compare less than 8-64 KiB, two less
-     * than before, for one more on each large or huge request. */
+     * every request up to 1 KiB; and 1-8 KiB, tested before 8-64 KiB,
+     * takes one compare less than they do, for one more on each large or
+     * huge request. */
     if (shoal_likely(n <= SHOAL_DIRECT_MAX)) {
         pg = h->direct[shoal_direct_index(n)];
     } else if (shoal_likely(n <= SHOAL_DIRECT_MED_MAX)) {
-        pg = h->direct[shoal_direct_med_index(n)];
+        pg = h->direct[shoal_direct_mid_index(n)];
     } else if (n <= SHOAL_MEDIUM_MAX) {
-        pg = h->direct[shoal_direct_med_index(n)];
+        pg = h->direct[shoal_direct_big_index(n)];
     } else if (n <= SHOAL_LARGE_MAX) {
         void *p = shoal_large_cache_pop(h, n);
         return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);

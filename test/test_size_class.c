@@ -58,9 +58,10 @@ static void test_aligned_classes(void **state)
 }
 
 /* Each direct index, in 16-byte steps to 1 KiB, 128-byte ones to 8 KiB
- * and 1 KiB ones to 64 KiB, belongs to exactly one class's range, and that class is the one every request with that
- * index takes: its own class, or with CACHELINE_ALIGN the class of the
- * request rounded to 64 bytes. */
+ * and 1 KiB ones to 64 KiB, belongs to exactly one class's range, and
+ * that class is the one every request with that index takes: its own
+ * class, or with CACHELINE_ALIGN the class of the request rounded to 64
+ * bytes. */
 static void test_direct_ranges(void **state)
 {
     (void)state;

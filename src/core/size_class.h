@@ -67,13 +67,25 @@ static inline size_t shoal_direct_index(size_t n)
     return (n + 15) >> 4;
 }
 
-/* SHOAL_DIRECT_MAX < n <= SHOAL_MEDIUM_MAX: after the small entries,
- * (n - 1025) / 128 on to 8 KiB, then (n - 8193) / 1024 further on. */
+/* SHOAL_DIRECT_MAX < n <= SHOAL_DIRECT_MED_MAX: (n - 1025) / 128 after
+ * the small entries. */
+static inline size_t shoal_direct_mid_index(size_t n)
+{
+    return (n + (SHOAL_DIRECT_SMALL_ENTRIES * 128 - SHOAL_DIRECT_MAX - 1)) >> 7;
+}
+
+/* SHOAL_DIRECT_MED_MAX < n <= SHOAL_MEDIUM_MAX: (n - 8193) / 1024 after
+ * the 128-byte entries. */
+static inline size_t shoal_direct_big_index(size_t n)
+{
+    const size_t big = SHOAL_DIRECT_SMALL_ENTRIES + SHOAL_DIRECT_MED_ENTRIES;
+    return (n + (big * 1024 - SHOAL_DIRECT_MED_MAX - 1)) >> 10;
+}
+
+/* SHOAL_DIRECT_MAX < n <= SHOAL_MEDIUM_MAX: whichever of the two. */
 static inline size_t shoal_direct_med_index(size_t n)
 {
-    const size_t med = SHOAL_DIRECT_SMALL_ENTRIES, big = med + SHOAL_DIRECT_MED_ENTRIES;
-    return n <= SHOAL_DIRECT_MED_MAX ? (n + (med * 128 - SHOAL_DIRECT_MAX - 1)) >> 7
-                                     : (n + (big * 1024 - SHOAL_DIRECT_MED_MAX - 1)) >> 10;
+    return n <= SHOAL_DIRECT_MED_MAX ? shoal_direct_mid_index(n) : shoal_direct_big_index(n);
 }
 
 /* The same, with 0 taken as 1. */

@@ -20,15 +20,8 @@
 
 #define SLOTS 16
 
-typedef struct entry_s {
-    unsigned char *p;
-    size_t n;
-    uint64_t key;
-} entry_t;
-
 static stress_opts_t opt;
-static entry_t table[SLOTS];
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static stress_entry_t table[SLOTS];
 static uint64_t steps;
 
 static size_t pick_size(rng_t *g)
@@ -38,28 +31,12 @@ static size_t pick_size(rng_t *g)
     return rng_range(g, 2 * MiB + 1, 40 * MiB);             /* huge */
 }
 
-static entry_t swap_in(unsigned slot, entry_t e)
-{
-    pthread_mutex_lock(&table_lock);
-    entry_t old = table[slot];
-    table[slot] = e;
-    pthread_mutex_unlock(&table_lock);
-    return old;
-}
-
-static void drop(entry_t e, const char *where)
-{
-    if (e.p == NULL)
-        return;
-    sparse_verify(e.p, e.n, e.key, where);
-    alloc_free(e.p);
-}
-
 /* A thread whose first call into the allocator is a free. */
 static void *first_call_free(void *arg)
 {
     unsigned slot = (unsigned)(uintptr_t)arg;
-    drop(swap_in(slot, (entry_t){ NULL, 0, 0 }), "free by a thread without a heap");
+    stress_drop(stress_swap(table, slot, (stress_entry_t){ NULL, 0, 0 }),
+                "free by a thread without a heap");
     return NULL;
 }
 
@@ -78,9 +55,9 @@ static void *worker(void *arg)
             verify_zero(p + n - (n < 64 * KiB ? n : 4 * KiB), n < 64 * KiB ? n : 4 * KiB,
                         "handoff");
         }
-        entry_t e = { p, n, block_key(p, n, opt.seed) };
+        stress_entry_t e = { p, n, block_key(p, n, opt.seed) };
         sparse_fill(p, n, e.key);
-        drop(swap_in((unsigned)rng_below(&g, SLOTS), e), "handoff");
+        stress_drop(stress_swap(table, (unsigned)rng_below(&g, SLOTS), e), "handoff");
         if (id == 0 && i % 256 == 255) {
             pthread_t t;
             stress_thread_start(&t, first_call_free, (void *)(uintptr_t)rng_below(&g, SLOTS));
@@ -101,15 +78,8 @@ int main(int argc, char **argv)
     steps = stress_amount(&opt, 20000, 400000, 10);
     stress_check(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1) == 0,
                  "alloc_option_set(PURGE_DELAY_MS, 1) failed");
-    pthread_t t[64];
-    if (threads > 64)
-        threads = 64;
-    for (unsigned i = 0; i < threads; i++)
-        stress_thread_start(&t[i], worker, (void *)(uintptr_t)i);
-    for (unsigned i = 0; i < threads; i++)
-        stress_thread_join(t[i]);
-    for (unsigned s = 0; s < SLOTS; s++)
-        drop(swap_in(s, (entry_t){ NULL, 0, 0 }), "handoff, at the end");
+    stress_run_threads(threads, worker);
+    stress_table_drain(table, SLOTS, "handoff, at the end");
     stress_check_quiescent();
     stress_done("%u threads x %" PRIu64 " steps of 64 KiB-40 MiB blocks, purge delay 1 ms",
                 threads, steps);

@@ -422,6 +422,45 @@ static inline bool stress_huge_realloc_ok(size_t old_n, size_t new_n)
 #endif
 }
 
+/* ---- a table that threads swap blocks through -------------------------
+ * A thread puts its new block, pattern-filled, into a slot under the
+ * table's lock and frees, checked, the block it gets back: most often
+ * another thread's, so most frees are remote.  `slots` is the program's
+ * own array. */
+typedef struct stress_entry_s {
+    unsigned char *p;
+    size_t n;
+    uint64_t key;
+} stress_entry_t;
+
+static pthread_mutex_t stress_table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline stress_entry_t stress_swap(stress_entry_t *slots, unsigned slot, stress_entry_t e)
+{
+    pthread_mutex_lock(&stress_table_lock);
+    stress_entry_t old = slots[slot];
+    slots[slot] = e;
+    pthread_mutex_unlock(&stress_table_lock);
+    return old;
+}
+
+/* Check e's pattern (sparse_fill's) and free it; nothing for an empty
+ * slot. */
+static inline void stress_drop(stress_entry_t e, const char *where)
+{
+    if (e.p == NULL)
+        return;
+    sparse_verify(e.p, e.n, e.key, where);
+    alloc_free(e.p);
+}
+
+/* Free, checked, what the table still holds (at the end). */
+static inline void stress_table_drain(stress_entry_t *slots, unsigned n, const char *where)
+{
+    for (unsigned s = 0; s < n; s++)
+        stress_drop(stress_swap(slots, s, (stress_entry_t){ NULL, 0, 0 }), where);
+}
+
 /* ---- end of run ------------------------------------------------------- */
 
 /* The allocator's statistics, now. */
@@ -470,6 +509,19 @@ static inline void stress_thread_join(pthread_t t)
 {
     int rc = pthread_join(t, NULL);
     stress_check(rc == 0, "pthread_join: %s", strerror(rc));
+}
+
+/* Run fn on n threads at once (at most 64), each given its index, and
+ * wait for them all. */
+static inline void stress_run_threads(unsigned n, void *(*fn)(void *))
+{
+    pthread_t t[64];
+    if (n > 64)
+        n = 64;
+    for (unsigned i = 0; i < n; i++)
+        stress_thread_start(&t[i], fn, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < n; i++)
+        stress_thread_join(t[i]);
 }
 
 #endif

@@ -1,11 +1,14 @@
-/* os.c - mmap, munmap and madvise, and nothing else calls them. */
+/* os.c - mmap, munmap, madvise and membarrier, and nothing else calls
+ * them. */
 #define _GNU_SOURCE
 #include "os.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +115,21 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap)
         return -1;
     buf[n] = '\0';
     return (long)n;
+}
+
+bool shoal_os_barrier_register(void)
+{
+    int saved = errno;
+    long r = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+    errno = saved;
+    return r == 0;
+}
+
+void shoal_os_barrier_all(void)
+{
+    int saved = errno;
+    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    errno = saved;
 }
 
 uint64_t shoal_os_now_ms(void)

@@ -170,17 +170,24 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
         return;
     }
     shoal_count(&me->stats.remote_frees, 1);
-    /* A heap no thread holds takes its inbox only in a purge pass, which
-     * cannot reach into our outbox: a block held there would keep its
+    /* A heap no thread holds takes its inbox only in a purge pass.  The
+     * block waits in our outbox, with the next ones for that heap, only
+     * where the purger sends idle outboxes: otherwise it would keep its
      * page from the pool while this thread does other things. */
-    if (!atomic_load_explicit(&dest->live, memory_order_relaxed))
-        shoal_remote_send_one(me, dest, b);
-    else
+    if (atomic_load_explicit(&dest->live, memory_order_relaxed)) {
         shoal_remote_hold(me, dest, b, pg->block_size);
+    } else if (shoal_remote_stealer_runs()) {
+        shoal_remote_hold(me, dest, b, pg->block_size);
+        shoal_purge_note_waiting();     /* the purger stays while it waits */
+    } else {
+        shoal_remote_send_one(me, dest, b);
+    }
 }
 
-void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
-                            uintptr_t owner)
+/* Out of line: free's local path keeps its shape, and the outbox's hold
+ * is inlined here. */
+__attribute__((noinline)) void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b,
+                                                      shoal_heap_t *me, uintptr_t owner)
 {
     shoal_heap_t *dest = shoal_owner_heap(owner);
     /* Relaxed: a page changes heaps only under its holder, and a block
@@ -603,6 +610,29 @@ size_t shoal_heap_reclaim(bool force)
     return waiting;
 }
 
+/* One scan at a time, and none across a fork: a claim the child kept
+ * would never be let go. */
+static shoal_lock_t scan_lock = SHOAL_LOCK_INIT;
+
+bool shoal_heap_send_idle_outboxes(void)
+{
+    shoal_lock(&scan_lock);
+    uint32_t scan = shoal_remote_scan_begin();
+    bool claimed = false, holding = false;
+    shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
+    for (h = all; h != NULL; h = h->next_all)
+        claimed |= shoal_remote_claim_idle(h, scan);
+    if (claimed) {
+        shoal_os_barrier_all();
+        for (h = all; h != NULL; h = h->next_all)
+            shoal_remote_take_claimed(h);
+    }
+    for (h = all; h != NULL && !holding; h = h->next_all)
+        holding = shoal_remote_outbox_holds(h);
+    shoal_unlock(&scan_lock);
+    return holding;
+}
+
 /* In a fork child, heaps made in the parent do not count: the child has
  * one thread (whose heap counts as one) until it starts more. */
 static size_t created_in_parent;
@@ -636,6 +666,7 @@ void shoal_heap_collect(void)
 
 void shoal_heap_fork_prepare(void)
 {
+    shoal_lock(&scan_lock);
     shoal_lock(&area_lock);
     shoal_orphanage_fork_lock();
 }
@@ -644,6 +675,7 @@ void shoal_heap_fork_parent(void)
 {
     shoal_orphanage_fork_unlock();
     shoal_unlock(&area_lock);
+    shoal_unlock(&scan_lock);
 }
 
 void shoal_heap_fork_child(bool locked)
@@ -666,6 +698,7 @@ void shoal_heap_fork_child(bool locked)
     atomic_flag_clear_explicit(&reclaiming, memory_order_relaxed);
     shoal_orphanage_fork_unlock();
     shoal_unlock(&area_lock);
+    shoal_unlock(&scan_lock);
 }
 
 void shoal_heap_stats(shoal_heap_stats_t *st)

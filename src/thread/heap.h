@@ -174,6 +174,11 @@ void shoal_heap_fork_child(bool locked);
  * parked heaps a later pass must come back for. */
 size_t shoal_heap_reclaim(bool force);
 
+/* The purger, each time it wakes: send what the outboxes of idle
+ * threads have held since its scan before (remote.c, "Idle outboxes").
+ * True if an outbox still holds blocks (a later scan comes for them). */
+bool shoal_heap_send_idle_outboxes(void);
+
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;

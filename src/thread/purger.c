@@ -140,6 +140,7 @@ static void *purger_main(void *arg)
         uint32_t seq = atomic_load_explicit(&work_seq, memory_order_acquire);
         if (alone_soon()) {
             /* Leave; a slow path that finds work starts a purger again. */
+            shoal_remote_stealer_set(false);
             shoal_purge_set_background(false);
             /* Release: a slow path that starts the next purger after
              * reading NONE (its CAS acquires) finds this one's last
@@ -147,6 +148,10 @@ static void *purger_main(void *arg)
             atomic_store_explicit(&state, PURGER_NONE, memory_order_release);
             return NULL;
         }
+        /* Blocks that an outbox still holds keep work pending, so the
+         * purger comes back for them (and, without /proc, stays). */
+        if (shoal_remote_stealer_runs() && shoal_heap_send_idle_outboxes())
+            shoal_purge_note_waiting();
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
         if (delay <= 0 || !shoal_purge_pending()) {
             /* Returns at once if work arrived since we read seq, and after
@@ -215,9 +220,14 @@ void shoal_purger_start(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     pthread_sigmask(SIG_SETMASK, &all, &old);           /* the thread inherits it */
-    if (pthread_create(&t, &attr, purger_main, NULL) != 0)
+    /* From here on, idle outboxes are the purger's to send: registered
+     * for each purger (a fork child's registration is not inherited). */
+    shoal_remote_stealer_set(shoal_os_barrier_register());
+    if (pthread_create(&t, &attr, purger_main, NULL) != 0) {
         /* Relaxed: nothing is published; slow paths still purge. */
         atomic_store_explicit(&state, PURGER_FAILED, memory_order_relaxed);
+        shoal_remote_stealer_set(false);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
 }
@@ -247,5 +257,6 @@ void shoal_purger_fork_child(void)
 {
     /* The thread did not come with the fork; start another when needed. */
     atomic_store_explicit(&state, PURGER_NONE, memory_order_relaxed);    /* one thread here */
+    shoal_remote_stealer_set(false);
     shoal_purge_set_background(false);
 }

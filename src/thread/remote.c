@@ -10,6 +10,7 @@
 #include "remote.h"
 
 #include <urcu/wfcqueue.h>
+#include <sched.h>
 #include "../core/chunk_map.h"
 #include "../core/message.h"
 #include "../core/pool.h"
@@ -63,38 +64,168 @@ void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *
     send(by, dest, node, node);
 }
 
-void shoal_remote_send_all(shoal_heap_t *me)
+/* ---- idle outboxes ------------------------------------------------------
+ * An outbox is sent when it fills, on its holder's slow paths and at its
+ * exit.  A thread that stops calling the allocator would keep what its
+ * outbox holds for ever, and each block there its page from the pool;
+ * so the purger thread sends what an outbox has held for a whole scan
+ * (a scan runs each time the purger wakes: every purge delay while work
+ * is pending, every second otherwise), while the holder is away from it.
+ *
+ * The exclusion costs the holder no atomic read-modify-write.  The
+ * holder raises `busy`, then reads `steal`, and goes on only if it is 0;
+ * the purger raises `steal`, then reads `busy`, and takes the outbox
+ * only if it is 0.  With a full barrier between each side's store and
+ * its load, at least one side sees the other's flag (Dekker): they are
+ * never both inside.  The holder's barrier is only a compiler barrier:
+ * the purger's membarrier(2) (PRIVATE_EXPEDITED) makes every running
+ * thread of the process execute a full barrier before it returns, and a
+ * thread not running passed one when it was switched out, which orders
+ * the holder's store before its load wherever that could matter
+ * (the asymmetric fence of liburcu's membarrier flavour).  The
+ * contents cross with the flags: the purger's acquire of busy == 0
+ * reads the holder's release at the end of its last turn, the holder's
+ * acquire of steal == 0 the purger's release after its take.  A holder
+ * that finds the outbox claimed sends the block at hand alone, or waits
+ * (the purger's take is a few sends, it never waits).  Under
+ * ThreadSanitizer, which sees no membarrier, both sides use sequentially
+ * consistent exchanges.
+ *
+ * A scan takes the outboxes that have held blocks since before the scan
+ * before it: `since` is the scan number current when the outbox last
+ * went from empty to holding, and only the purger moves the number on. */
+static _Atomic uint32_t scan_now = 1;
+static _Atomic bool stealer_on;
+
+bool shoal_remote_stealer_runs(void)
 {
-    shoal_outbox_t *out = &me->outbox;
+    return atomic_load_explicit(&stealer_on, memory_order_relaxed);
+}
+
+void shoal_remote_stealer_set(bool on)
+{
+    atomic_store_explicit(&stealer_on, on, memory_order_relaxed);
+}
+
+#ifdef SHOAL_TSAN
+#define RAISE(flag) atomic_exchange_explicit(flag, 1, memory_order_seq_cst)
+#define LOOK_ORDER memory_order_seq_cst
+#else
+#define RAISE(flag)                                                   \
+    (atomic_store_explicit(flag, 1, memory_order_relaxed),            \
+     atomic_signal_fence(memory_order_seq_cst))
+#define LOOK_ORDER memory_order_acquire
+#endif
+
+/* The holder's turn in its outbox; false if the purger has claimed it. */
+static inline bool outbox_enter(shoal_outbox_t *out)
+{
+    RAISE(&out->busy);
+    if (shoal_likely(atomic_load_explicit(&out->steal, LOOK_ORDER) == 0))
+        return true;
+    atomic_store_explicit(&out->busy, 0, memory_order_relaxed);
+    return false;
+}
+
+static inline void outbox_leave(shoal_outbox_t *out)
+{
+    atomic_store_explicit(&out->busy, 0, memory_order_release);
+}
+
+/* Send every batch of me's outbox: its holder in its turn, or the
+ * purger on its claim (by: NULL). */
+static void send_held(shoal_heap_t *by, shoal_outbox_t *out)
+{
     for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++) {
         shoal_outbox_slot_t *s = &out->slot[i];
         if (s->first != NULL) {
-            send(me, s->dest, s->first, s->last);
+            send(by, s->dest, s->first, s->last);
             s->first = s->last = NULL;
         }
     }
     out->bytes = 0;
+    atomic_store_explicit(&out->since, 0, memory_order_relaxed);
+}
+
+void shoal_remote_send_all(shoal_heap_t *me)
+{
+    shoal_outbox_t *out = &me->outbox;
+    while (!outbox_enter(out))
+        while (atomic_load_explicit(&out->steal, memory_order_relaxed) != 0)
+            sched_yield();
+    send_held(me, out);
+    outbox_leave(out);
+}
+
+uint32_t shoal_remote_scan_begin(void)
+{
+    uint32_t scan = atomic_load_explicit(&scan_now, memory_order_relaxed);
+    atomic_store_explicit(&scan_now, scan + 1 != 0 ? scan + 1 : 1, memory_order_relaxed);
+    return scan;
+}
+
+bool shoal_remote_claim_idle(shoal_heap_t *h, uint32_t scan)
+{
+    uint32_t since = atomic_load_explicit(&h->outbox.since, memory_order_relaxed);
+    if (since == 0 || since == scan)
+        return false;
+    RAISE(&h->outbox.steal);
+    return true;
+}
+
+void shoal_remote_take_claimed(shoal_heap_t *h)
+{
+    shoal_outbox_t *out = &h->outbox;
+    if (atomic_load_explicit(&out->steal, memory_order_relaxed) == 0)
+        return;
+    if (atomic_load_explicit(&out->busy, LOOK_ORDER) == 0)
+        send_held(NULL, out);
+    atomic_store_explicit(&out->steal, 0, memory_order_release);
+}
+
+bool shoal_remote_outbox_holds(const shoal_heap_t *h)
+{
+    return atomic_load_explicit(&h->outbox.since, memory_order_relaxed) != 0;
 }
 
 /* A batch starts: the slot is empty, or holds another owner's batch,
  * which goes first, and the rest with it: so `bytes` counts exactly what
- * is held. */
+ * is held.  The end of the holder's turn (the rare ends of
+ * shoal_remote_hold are tail calls, which keeps it without a frame). */
 static __attribute__((noinline)) void start_batch(shoal_heap_t *me, shoal_outbox_slot_t *s,
                                                   shoal_heap_t *dest, shoal_block_t *b,
                                                   size_t size)
 {
+    shoal_outbox_t *out = &me->outbox;
     if (s->first != NULL)
-        shoal_remote_send_all(me);
+        send_held(me, out);
     struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
     node->next = NULL;
     s->dest = dest;
     s->first = s->last = node;
-    me->outbox.bytes += size;
+    if (out->bytes == 0) {
+        atomic_store_explicit(&out->since, atomic_load_explicit(&scan_now, memory_order_relaxed),
+                              memory_order_relaxed);
+        shoal_purge_note_waiting();     /* work for the purger, should it stay */
+    }
+    out->bytes += size;
+    outbox_leave(out);
+}
+
+/* The outbox is full: everything goes, and the holder's turn ends. */
+static __attribute__((noinline)) void send_full(shoal_heap_t *me)
+{
+    send_held(me, &me->outbox);
+    outbox_leave(&me->outbox);
 }
 
 void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, size_t size)
 {
     shoal_outbox_t *out = &me->outbox;
+    if (shoal_unlikely(!outbox_enter(out))) {
+        shoal_remote_send_one(me, dest, b);     /* the purger is at it */
+        return;
+    }
     shoal_outbox_slot_t *s = &out->slot[dest->outbox_slot];
     struct cds_wfcq_node *node = (struct cds_wfcq_node *)b;
     if (shoal_unlikely(s->dest != dest || s->first == NULL)) {
@@ -104,8 +235,11 @@ void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, s
     node->next = s->first;
     s->first = node;
     out->bytes += size;
-    if (shoal_unlikely(out->bytes >= SHOAL_OUTBOX_BYTES))
-        shoal_remote_send_all(me);
+    if (shoal_unlikely(out->bytes >= SHOAL_OUTBOX_BYTES)) {
+        send_full(me);
+        return;
+    }
+    outbox_leave(out);
 }
 
 /* The page of b, if b is a freed block of a page; `near` is a block known

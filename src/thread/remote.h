@@ -44,8 +44,13 @@ typedef struct shoal_outbox_slot_s {
     struct cds_wfcq_node *first, *last;
 } shoal_outbox_slot_t;
 
+/* The purger's claim on an idle outbox (remote.c, "Idle outboxes"):
+ * `busy` and `since` are written by the holder, `steal` by the purger. */
 typedef struct shoal_outbox_s {
     size_t bytes;                       /* held in all batches */
+    _Atomic uint32_t busy;              /* the holder is at work in it */
+    _Atomic uint32_t steal;             /* the purger claims it */
+    _Atomic uint32_t since;             /* the scan it last filled in, 0: empty */
     shoal_outbox_slot_t slot[SHOAL_OUTBOX_SLOTS];
 } shoal_outbox_t;
 
@@ -70,6 +75,23 @@ void shoal_remote_hold(struct shoal_heap_s *me, struct shoal_heap_s *dest, shoal
 
 /* Send every batch of me's outbox (me's holder only). */
 void shoal_remote_send_all(struct shoal_heap_s *me);
+
+/* Idle outboxes (remote.c).  Whether the purger sends what waits in an
+ * idle thread's outbox: only then may a block for a heap no thread
+ * holds wait in one.  The purger turns it on where membarrier(2) is to
+ * be had, and off when it leaves. */
+bool shoal_remote_stealer_runs(void);
+void shoal_remote_stealer_set(bool on);
+/* A scan over all heaps (the purger only, one at a time): _scan_begin
+ * gives its number; _claim_idle claims h's outbox if it has held blocks
+ * since before the scan before this one; after a barrier on every
+ * thread (shoal_os_barrier_all), _take_claimed sends what a claimed
+ * outbox holds, unless its holder was at work in it, and lets it go.
+ * _holds: whether h's outbox holds blocks (a hint, relaxed). */
+uint32_t shoal_remote_scan_begin(void);
+bool shoal_remote_claim_idle(struct shoal_heap_s *h, uint32_t scan);
+void shoal_remote_take_claimed(struct shoal_heap_s *h);
+bool shoal_remote_outbox_holds(const struct shoal_heap_s *h);
 
 /* Send b alone (`by`: the caller's heap, for the statistics, or NULL). */
 void shoal_remote_send_one(struct shoal_heap_s *by, struct shoal_heap_s *dest, shoal_block_t *b);

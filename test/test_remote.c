@@ -358,7 +358,7 @@ static void test_fork_child_cuts_unlinked_tail(void **state)
     ((struct cds_wfcq_node *)lost)->next = NULL;
     owner.inbox.tail.p = (struct cds_wfcq_node *)lost;     /* exchanged, never linked */
     assert_int_equal(receive_home(&owner), 0);
-    shoal_remote_fork_child(&owner);
+    shoal_remote_fork_child(&owner, true);
     prepare_free(b);
     shoal_remote_send_one(NULL, &owner, b);
     assert_int_equal(receive_home(&owner), 1);
@@ -829,9 +829,10 @@ static void test_idle_outbox_to_parked_heap(void **state)
     (void)state;
     alloc_stats_t made, freed;
     bool home = idle_run(idle_make, true, &made, &freed);
-    /* One by one, the frees would have cost twelve; a scan that came
-     * between the frees and the look sends them in one. */
-    assert_true(freed.remote_atomics - made.remote_atomics <= 1);
+    /* One by one, the frees would have cost twelve; batched, none, or
+     * a send and a take where a scan came between them and the look (or
+     * split the batch). */
+    assert_true(freed.remote_atomics - made.remote_atomics <= 3);
     assert_true(home);
 }
 

@@ -125,11 +125,12 @@ bool shoal_os_barrier_register(void)
     return r == 0;
 }
 
-void shoal_os_barrier_all(void)
+bool shoal_os_barrier_all(void)
 {
     int saved = errno;
-    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    long r = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     errno = saved;
+    return r == 0;
 }
 
 uint64_t shoal_os_now_ms(void)

@@ -42,10 +42,10 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
 /* A full memory barrier on every running thread of the process
  * (membarrier(2), PRIVATE_EXPEDITED), for a fence that one side of a
  * protocol pays for the other (thread/remote.c).  _register asks for it
- * once: false where the kernel or a sandbox refuses, and then
- * shoal_os_barrier_all must not be called.  errno is kept. */
+ * once: false where the kernel or a sandbox refuses.  _all is false if
+ * no barrier was made.  errno is kept. */
 bool shoal_os_barrier_register(void);
-void shoal_os_barrier_all(void);
+bool shoal_os_barrier_all(void);
 
 /* Monotonic milliseconds, cheap (coarse clock). */
 uint64_t shoal_os_now_ms(void);

@@ -601,10 +601,15 @@ size_t shoal_heap_reclaim(bool force)
     tl_reclaiming = true;
     size_t waiting = retire_parked(force);
     waiting += shoal_orphanage_reclaim(force);
-    /* Huge mappings that live threads keep for reuse, unused for a pass. */
+    /* Huge mappings that live threads keep for reuse, unused for a pass;
+     * and blocks in outboxes, which the purger sends on a later wake-up:
+     * work still pending, so that it stays for them. */
+    bool stealing = shoal_remote_stealer_runs();
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all)
+         h = h->next_all) {
         shoal_huge_slot_age(&h->huge_slot, force, &waiting);
+        waiting += stealing && shoal_remote_outbox_holds(h);
+    }
     tl_reclaiming = false;
     shoal_turn_give(&reclaiming);
     return waiting;
@@ -614,23 +619,32 @@ size_t shoal_heap_reclaim(bool force)
  * would never be let go. */
 static shoal_lock_t scan_lock = SHOAL_LOCK_INIT;
 
-bool shoal_heap_send_idle_outboxes(void)
+bool shoal_heap_outboxes_hold(void)
+{
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all)
+        if (shoal_remote_outbox_holds(h))
+            return true;
+    return false;
+}
+
+void shoal_heap_send_idle_outboxes(void)
 {
     shoal_lock(&scan_lock);
     uint32_t scan = shoal_remote_scan_begin();
-    bool claimed = false, holding = false;
+    bool claimed = false;
     shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
     for (h = all; h != NULL; h = h->next_all)
         claimed |= shoal_remote_claim_idle(h, scan);
+    shoal_remote_scan_end(scan);
     if (claimed) {
-        shoal_os_barrier_all();
+        bool fenced = shoal_os_barrier_all();
+        if (!fenced)
+            shoal_remote_stealer_set(false);    /* blocks wait for their holders again */
         for (h = all; h != NULL; h = h->next_all)
-            shoal_remote_take_claimed(h);
+            shoal_remote_take_claimed(h, fenced);
     }
-    for (h = all; h != NULL && !holding; h = h->next_all)
-        holding = shoal_remote_outbox_holds(h);
     shoal_unlock(&scan_lock);
-    return holding;
 }
 
 /* In a fork child, heaps made in the parent do not count: the child has
@@ -691,7 +705,7 @@ void shoal_heap_fork_child(bool locked)
      * here, and may have left an inbox's tail ahead of its last link. */
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all)
-        shoal_remote_fork_child(h);
+        shoal_remote_fork_child(h, h == shoal_tl_heap);
     /* A reclaim that a vanished thread was running never ends here: what
      * it had popped is lost to the child, and the child's own forced
      * reclaims must not wait for it. */

@@ -175,9 +175,12 @@ void shoal_heap_fork_child(bool locked);
 size_t shoal_heap_reclaim(bool force);
 
 /* The purger, each time it wakes: send what the outboxes of idle
- * threads have held since its scan before (remote.c, "Idle outboxes").
- * True if an outbox still holds blocks (a later scan comes for them). */
-bool shoal_heap_send_idle_outboxes(void);
+ * threads have held since its scan before (remote.c, "Idle outboxes");
+ * the purge pass counts what they still hold as work pending. */
+void shoal_heap_send_idle_outboxes(void);
+
+/* Whether any heap's outbox holds blocks (a hint, relaxed). */
+bool shoal_heap_outboxes_hold(void);
 
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {

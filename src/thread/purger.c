@@ -68,14 +68,16 @@ static long live_threads(void)
 
 /* Whether the purger may be the process's last thread.  Without /proc
  * (a chroot, a sandbox) it cannot tell, so it leaves whenever it has
- * nothing to do, and a slow path that finds work starts it again: a
+ * nothing to do (no work pending, no outbox it would send: a pass in
+ * another thread clears `pending` for a moment), and a slow path that
+ * finds work starts it again: a
  * purger that stayed could be all that keeps a process alive whose main
  * thread ended with pthread_exit, and with every signal blocked in it
  * not even SIGTERM would end that process. */
 static bool alone(void)
 {
     long n = live_threads();
-    return n == 1 || (n < 0 && !shoal_purge_pending());
+    return n == 1 || (n < 0 && !shoal_purge_pending() && !shoal_heap_outboxes_hold());
 }
 
 static void wake(void)
@@ -148,10 +150,8 @@ static void *purger_main(void *arg)
             atomic_store_explicit(&state, PURGER_NONE, memory_order_release);
             return NULL;
         }
-        /* Blocks that an outbox still holds keep work pending, so the
-         * purger comes back for them (and, without /proc, stays). */
-        if (shoal_remote_stealer_runs() && shoal_heap_send_idle_outboxes())
-            shoal_purge_note_waiting();
+        if (shoal_remote_stealer_runs())
+            shoal_heap_send_idle_outboxes();
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
         if (delay <= 0 || !shoal_purge_pending()) {
             /* Returns at once if work arrived since we read seq, and after

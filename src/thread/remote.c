@@ -85,15 +85,18 @@ void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *
  * (the asymmetric fence of liburcu's membarrier flavour).  The
  * contents cross with the flags: the purger's acquire of busy == 0
  * reads the holder's release at the end of its last turn, the holder's
- * acquire of steal == 0 the purger's release after its take.  A holder
- * that finds the outbox claimed sends the block at hand alone, or waits
- * (the purger's take is a few sends, it never waits).  Under
- * ThreadSanitizer, which sees no membarrier, both sides use sequentially
- * consistent exchanges.
+ * acquire of steal == 0 the purger's release after its take.  The take
+ * copies the batches out and empties the outbox, and lets it go before
+ * it sends them: a holder that finds its outbox claimed sends the block
+ * at hand alone, or waits a few stores.  Where membarrier fails, the
+ * purger takes nothing, and stops claiming.  Under ThreadSanitizer,
+ * which sees no membarrier, both sides use sequentially consistent
+ * exchanges.
  *
  * A scan takes the outboxes that have held blocks since before the scan
  * before it: `since` is the scan number current when the outbox last
- * went from empty to holding, and only the purger moves the number on. */
+ * went from empty to holding; the purger moves the number on after its
+ * claims, so a batch started during them waits for the next scan. */
 static _Atomic uint32_t scan_now = 1;
 static _Atomic bool stealer_on;
 
@@ -123,7 +126,8 @@ static inline bool outbox_enter(shoal_outbox_t *out)
     RAISE(&out->busy);
     if (shoal_likely(atomic_load_explicit(&out->steal, LOOK_ORDER) == 0))
         return true;
-    atomic_store_explicit(&out->busy, 0, memory_order_relaxed);
+    /* Release, as a leave: the purger may read this store of busy. */
+    atomic_store_explicit(&out->busy, 0, memory_order_release);
     return false;
 }
 
@@ -159,9 +163,12 @@ void shoal_remote_send_all(shoal_heap_t *me)
 
 uint32_t shoal_remote_scan_begin(void)
 {
-    uint32_t scan = atomic_load_explicit(&scan_now, memory_order_relaxed);
+    return atomic_load_explicit(&scan_now, memory_order_relaxed);
+}
+
+void shoal_remote_scan_end(uint32_t scan)
+{
     atomic_store_explicit(&scan_now, scan + 1 != 0 ? scan + 1 : 1, memory_order_relaxed);
-    return scan;
 }
 
 bool shoal_remote_claim_idle(shoal_heap_t *h, uint32_t scan)
@@ -173,14 +180,27 @@ bool shoal_remote_claim_idle(shoal_heap_t *h, uint32_t scan)
     return true;
 }
 
-void shoal_remote_take_claimed(shoal_heap_t *h)
+void shoal_remote_take_claimed(shoal_heap_t *h, bool fenced)
 {
     shoal_outbox_t *out = &h->outbox;
     if (atomic_load_explicit(&out->steal, memory_order_relaxed) == 0)
         return;
-    if (atomic_load_explicit(&out->busy, LOOK_ORDER) == 0)
-        send_held(NULL, out);
+    shoal_outbox_slot_t got[SHOAL_OUTBOX_SLOTS];
+    unsigned n = 0;
+    if (fenced && atomic_load_explicit(&out->busy, LOOK_ORDER) == 0) {
+        for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++) {
+            shoal_outbox_slot_t *s = &out->slot[i];
+            if (s->first != NULL) {
+                got[n++] = *s;
+                s->first = s->last = NULL;
+            }
+        }
+        out->bytes = 0;
+        atomic_store_explicit(&out->since, 0, memory_order_relaxed);
+    }
     atomic_store_explicit(&out->steal, 0, memory_order_release);
+    for (unsigned i = 0; i < n; i++)
+        send(NULL, got[i].dest, got[i].first, got[i].last);
 }
 
 bool shoal_remote_outbox_holds(const shoal_heap_t *h)
@@ -203,13 +223,18 @@ static __attribute__((noinline)) void start_batch(shoal_heap_t *me, shoal_outbox
     node->next = NULL;
     s->dest = dest;
     s->first = s->last = node;
-    if (out->bytes == 0) {
+    bool first = out->bytes == 0;
+    if (first)
         atomic_store_explicit(&out->since, atomic_load_explicit(&scan_now, memory_order_relaxed),
                               memory_order_relaxed);
-        shoal_purge_note_waiting();     /* work for the purger, should it stay */
-    }
     out->bytes += size;
     outbox_leave(out);
+    if (first) {
+        /* Work for the purger, which stays for it, or (once out of the
+         * turn: starting a thread may free) is started for it. */
+        shoal_purge_note_waiting();
+        shoal_purger_start();
+    }
 }
 
 /* The outbox is full: everything goes, and the holder's turn ends. */
@@ -350,8 +375,14 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
     return n;
 }
 
-void shoal_remote_fork_child(shoal_heap_t *h)
+void shoal_remote_fork_child(shoal_heap_t *h, bool ours)
 {
+    /* The outbox of a thread the child does not have is not the purger's
+     * to send: that thread may have been in its turn, and the child's
+     * memory need not show its stores in their order.  Its blocks stay
+     * there (a leak in the child, no more). */
+    if (!ours)
+        atomic_store_explicit(&h->outbox.since, 0, memory_order_relaxed);
     shoal_inbox_t *in = &h->inbox;
     struct cds_wfcq_node *last = &in->head.node, *next;
     if (in->broken)

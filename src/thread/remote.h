@@ -84,13 +84,15 @@ bool shoal_remote_stealer_runs(void);
 void shoal_remote_stealer_set(bool on);
 /* A scan over all heaps (the purger only, one at a time): _scan_begin
  * gives its number; _claim_idle claims h's outbox if it has held blocks
- * since before the scan before this one; after a barrier on every
- * thread (shoal_os_barrier_all), _take_claimed sends what a claimed
- * outbox holds, unless its holder was at work in it, and lets it go.
- * _holds: whether h's outbox holds blocks (a hint, relaxed). */
+ * since before the scan before this one; _scan_end after the claims;
+ * then, after a barrier on every thread (shoal_os_barrier_all; `fenced`
+ * false if it failed), _take_claimed sends what a claimed outbox holds,
+ * unless its holder was at work in it, and lets it go.  _holds: whether
+ * h's outbox holds blocks (a hint, relaxed). */
 uint32_t shoal_remote_scan_begin(void);
+void shoal_remote_scan_end(uint32_t scan);
 bool shoal_remote_claim_idle(struct shoal_heap_s *h, uint32_t scan);
-void shoal_remote_take_claimed(struct shoal_heap_s *h);
+void shoal_remote_take_claimed(struct shoal_heap_s *h, bool fenced);
 bool shoal_remote_outbox_holds(const struct shoal_heap_s *h);
 
 /* Send b alone (`by`: the caller's heap, for the statistics, or NULL). */
@@ -126,7 +128,9 @@ size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_event_fn *event
 
 /* In a fork child (one thread, the others gone mid-operation): cut h's
  * inbox at the first link a vanished sender left unwritten, so that it
- * takes blocks again.  The blocks of that batch are lost to the child. */
-void shoal_remote_fork_child(struct shoal_heap_s *h);
+ * takes blocks again, and unless h is the child's own heap (`ours`),
+ * keep the purger from its outbox.  The blocks of that batch, and of
+ * that outbox, are lost to the child. */
+void shoal_remote_fork_child(struct shoal_heap_s *h, bool ours);
 
 #endif

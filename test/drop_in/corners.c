@@ -4,9 +4,10 @@
  *   corners signal    fork from a SIGALRM handler while the interrupted
  *                     code is inside malloc and free of huge blocks, or
  *                     inside fork itself (single-threaded)
- *   corners noproc    the main thread ends with pthread_exit in a process
- *                     without /proc: the process must still end when its
- *                     last thread does
+ *   corners noproc    without /proc: blocks freed into the heap of an
+ *                     exited thread come home from an idle outbox, and
+ *                     when the main thread ends with pthread_exit, the
+ *                     process must still end when its last thread does
  *
  * Every case runs in a child that the test waits for with a deadline: a
  * hang is killed and reported as a failure, as is a child that crashes or
@@ -184,6 +185,41 @@ static void *last_thread(void *arg)
     return NULL;                /* the process ends here */
 }
 
+/* Twelve blocks of a thread that has exited, freed by this thread, wait
+ * in its outbox; without /proc the purger cannot count threads and
+ * leaves when it has nothing to do, but it stays for them, sends them,
+ * and they come home with no further allocator call. */
+#define TWELVE 12
+static void *twelve[TWELVE];
+
+static void *make_twelve(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < TWELVE; i++)
+        twelve[i] = block_make(1024, 40 + (uint32_t)i);
+    return NULL;
+}
+
+static bool idle_outbox_comes_home(void)
+{
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 50);
+    alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, make_twelve, NULL) != 0)
+        return false;
+    pthread_join(t, NULL);
+    for (int i = 0; i < TWELVE; i++)
+        if (twelve[i] != NULL)
+            check_free(twelve[i], "a block of an exited thread");
+    for (int ms = 0; ms < 10000; ms += 10) {
+        alloc_stats_t st = { .size = sizeof st };
+        if (alloc_stats_get(&st) == 0 && st.remote_in_flight == 0)
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
 static int noproc_case(void)
 {
 #ifdef DROP_IN_TSAN
@@ -202,6 +238,8 @@ static int noproc_case(void)
     void *p = block_make(5000, 1);      /* the main thread allocates too */
     if (p == NULL)
         return 2;
+    if (!idle_outbox_comes_home())
+        return 6;
     pthread_t t;
     if (pthread_create(&t, NULL, last_thread, NULL) != 0)
         return 5;

@@ -57,12 +57,15 @@ static inline bool shoal_slot_is_large(unsigned kind)
 }
 
 typedef struct shoal_page_s {
-    /* The first cache line holds all that the fast paths read: malloc
-     * (free, key, mark, used, size_class; free_is_zero for calloc) and
-     * free (start_mul, start_limit, mark, owner, key, local_free, used,
-     * size_class). */
-    shoal_block_t *free;
-    shoal_block_t *local_free;
+    /* The first line is what a thread that frees into the page reads -
+     * free's tests (start_mul, start_limit, mark), the owner word, the
+     * class and block size - with the link key; the owner writes it when
+     * the page is set up, carved, or goes on or off the full list (and
+     * at heap profiling's traps, while profiling is on).  What the owner
+     * writes on its every malloc and free is the second line: a thread
+     * that frees from outside keeps its copy of the first, and the
+     * owner's malloc and free do not take it back from that thread's
+     * cache each time. */
     uintptr_t key;              /* encodes links (owner-only) */
     uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
     uint64_t start_mul;         /* see shoal_block_is_start */
@@ -71,44 +74,47 @@ typedef struct shoal_page_s {
      * list: written by that heap's holder, read by any thread that frees
      * into it, to know where to send the block (shoal_page_heap). */
     _Atomic uintptr_t owner;
-    uint32_t used;              /* owner-only */
     /* capacity * (start_mul * block_size mod 2^64) in a page's head
      * descriptor, 0 in every other descriptor (init zeroes the tails',
      * fini the head's), so the block-start test fails for any slot that
      * is not a page's head. */
     _Atomic uint32_t start_limit;
+    uint32_t block_size;
+    char *start;                /* the first block */
     uint8_t size_class;
-    uint8_t free_is_zero;       /* every block on `free` reads as zero (owner-only) */
     /* Set when the span is set up, read by any thread that frees into it. */
     uint8_t kind;               /* enum shoal_slot_kind */
     uint8_t slot_offset;        /* TAIL: slots back to the head */
     uint8_t order;              /* buddy order of the span */
-    /* Owner-only, cold. */
-    uint8_t fresh_zero;         /* blocks not yet carved read as zero */
-    uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
-    /* The second line: slow paths only. */
-    char *start __attribute__((aligned(64)));   /* the first block */
-    uint32_t block_size;
     _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
     uint16_t reserved;          /* blocks that fit */
+    /* Blocks to hand out after the last one on `free` before the next
+     * sampled one (heap profiling's traps, below; owner-only): negative
+     * while the sample trap stands in `free` (gap_rest + the blocks on
+     * `free` is then the trap's place), SHOAL_GAP_UNDRAWN while none is
+     * drawn. */
+    int64_t gap_rest;
+    /* The second line: the owner's, written on its every malloc and free
+     * (free, local_free, used), and its slow paths' fields. */
+    shoal_block_t *free __attribute__((aligned(64)));
+    shoal_block_t *local_free;
+    uint32_t used;              /* owner-only */
+    uint8_t free_is_zero;       /* every block on `free` reads as zero (owner-only) */
+    uint8_t fresh_zero;         /* blocks not yet carved read as zero */
+    uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
+    uint8_t armed;              /* both lists end in shoal_trap_end */
+    uint16_t trap_rest;         /* blocks from trap_next to the end of `free` (traps) */
     struct shoal_page_s *next, *prev;         /* owner's queue or full list */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
     struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
-    uint16_t trap_rest;         /* blocks from trap_next to the end of `free` */
-    uint8_t armed;              /* both lists end in shoal_trap_end */
-    /* Blocks to hand out after the last one on `free` before the next
-     * sampled one: negative while the sample trap stands in `free`
-     * (gap_rest + the blocks on `free` is then the trap's place),
-     * SHOAL_GAP_UNDRAWN while none is drawn. */
-    int64_t gap_rest;
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
  * and no two pages share a cache line. */
 #define SHOAL_DESC_SHIFT 7
 _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
-_Static_assert(offsetof(shoal_page_t, start) == 64, "the fast paths' fields fill one line");
+_Static_assert(offsetof(shoal_page_t, free) == 64, "what the owner writes is a line of its own");
 
 /* The owner word: free compares it whole with the freeing thread's heap,
  * so one test says "this thread's page, and not on the full list"; a

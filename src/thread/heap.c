@@ -178,7 +178,6 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
         shoal_remote_hold(me, dest, b, pg->block_size);
     } else if (shoal_remote_stealer_runs()) {
         shoal_remote_hold(me, dest, b, pg->block_size);
-        shoal_purge_note_waiting();     /* the purger stays while it waits */
     } else {
         shoal_remote_send_one(me, dest, b);
     }
@@ -601,15 +600,10 @@ size_t shoal_heap_reclaim(bool force)
     tl_reclaiming = true;
     size_t waiting = retire_parked(force);
     waiting += shoal_orphanage_reclaim(force);
-    /* Huge mappings that live threads keep for reuse, unused for a pass;
-     * and blocks in outboxes, which the purger sends on a later wake-up:
-     * work still pending, so that it stays for them. */
-    bool stealing = shoal_remote_stealer_runs();
+    /* Huge mappings that live threads keep for reuse, unused for a pass. */
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all) {
+         h = h->next_all)
         shoal_huge_slot_age(&h->huge_slot, force, &waiting);
-        waiting += stealing && shoal_remote_outbox_holds(h);
-    }
     tl_reclaiming = false;
     shoal_turn_give(&reclaiming);
     return waiting;

@@ -175,8 +175,7 @@ void shoal_heap_fork_child(bool locked);
 size_t shoal_heap_reclaim(bool force);
 
 /* The purger, each time it wakes: send what the outboxes of idle
- * threads have held since its scan before (remote.c, "Idle outboxes");
- * the purge pass counts what they still hold as work pending. */
+ * threads have held since its scan before (remote.c, "Idle outboxes"). */
 void shoal_heap_send_idle_outboxes(void);
 
 /* Whether any heap's outbox holds blocks (a hint, relaxed). */

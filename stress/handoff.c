@@ -69,15 +69,11 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int rest = stress_init("stress_handoff", argc, argv, &opt);
-    if (rest < argc) {
-        stress_usage(NULL);
+    if (!stress_init_plain("stress_handoff", argc, argv, &opt))
         return 2;
-    }
     unsigned threads = opt.threads ? opt.threads : 4;
     steps = stress_amount(&opt, 20000, 400000, 10);
-    stress_check(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1) == 0,
-                 "alloc_option_set(PURGE_DELAY_MS, 1) failed");
+    stress_option(ALLOC_OPTION_PURGE_DELAY_MS, 1, "PURGE_DELAY_MS");
     stress_run_threads(threads, worker);
     stress_table_drain(table, SLOTS, "handoff, at the end");
     stress_check_quiescent();

@@ -65,18 +65,13 @@ static void *lane(void *arg)
 
 int main(int argc, char **argv)
 {
-    int rest = stress_init("stress_outbox", argc, argv, &opt);
-    if (rest < argc) {
-        stress_usage(NULL);
+    if (!stress_init_plain("stress_outbox", argc, argv, &opt))
         return 2;
-    }
     unsigned threads = opt.threads ? opt.threads : 4;
     steps = stress_amount(&opt, 30000, 1500000, 6);
     steps_a_life = 15000;
-    stress_check(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1) == 0,
-                 "alloc_option_set(PURGE_DELAY_MS, 1) failed");
-    stress_check(alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1) == 0,
-                 "alloc_option_set(PURGE_THREAD, 1) failed");
+    stress_option(ALLOC_OPTION_PURGE_DELAY_MS, 1, "PURGE_DELAY_MS");
+    stress_option(ALLOC_OPTION_PURGE_THREAD, 1, "PURGE_THREAD");
     stress_run_threads(threads, lane);
     stress_table_drain(table, SLOTS, "outbox, at the end");
     alloc_stats_t st = stress_stats();

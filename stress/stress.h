@@ -197,6 +197,24 @@ static int stress_init(const char *name, int argc, char **argv, stress_opts_t *o
     return i;
 }
 
+/* stress_init for a program that takes no arguments of its own: false
+ * (after the usage) if it was given some. */
+static inline bool stress_init_plain(const char *name, int argc, char **argv, stress_opts_t *o)
+{
+    if (stress_init(name, argc, argv, o) < argc) {
+        stress_usage(NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Set an option the program needs, or fail. */
+static inline void stress_option(alloc_option_t which, long value, const char *what)
+{
+    stress_check(alloc_option_set(which, value) == 0, "alloc_option_set(%s, %ld) failed", what,
+                 value);
+}
+
 /* Work counts: the quick figure, the long one, and a divisor for TSan's
  * quick mode (TSan runs this code 5-20 times slower, and the suite must
  * stay under a minute a program on two cores). */

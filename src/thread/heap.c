@@ -174,13 +174,10 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
      * block waits in our outbox, with the next ones for that heap, only
      * where the purger sends idle outboxes: otherwise it would keep its
      * page from the pool while this thread does other things. */
-    if (atomic_load_explicit(&dest->live, memory_order_relaxed)) {
+    if (atomic_load_explicit(&dest->live, memory_order_relaxed) || shoal_remote_stealer_runs())
         shoal_remote_hold(me, dest, b, pg->block_size);
-    } else if (shoal_remote_stealer_runs()) {
-        shoal_remote_hold(me, dest, b, pg->block_size);
-    } else {
+    else
         shoal_remote_send_one(me, dest, b);
-    }
 }
 
 /* Out of line: free's local path keeps its shape, and the outbox's hold

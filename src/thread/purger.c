@@ -68,8 +68,8 @@ static long live_threads(void)
 
 /* Whether the purger may be the process's last thread.  Without /proc
  * (a chroot, a sandbox) it cannot tell, so it leaves whenever it has
- * nothing to do (no work pending, no outbox it would send: a pass in
- * another thread clears `pending` for a moment), and a slow path that
+ * nothing to do (no work pending, and no outbox holding blocks, which
+ * it would send but which are not work pending), and a slow path that
  * finds work starts it again: a
  * purger that stayed could be all that keeps a process alive whose main
  * thread ended with pthread_exit, and with every signal blocked in it

@@ -140,19 +140,34 @@ static inline void outbox_leave(shoal_outbox_t *out)
     atomic_store_explicit(&out->busy, 0, memory_order_release);
 }
 
-/* Send every batch of me's outbox: its holder in its turn, or the
- * purger on its claim (by: NULL). */
-static void send_held(shoal_heap_t *by, shoal_outbox_t *out)
+/* Empty the outbox (its holder in its turn, or the purger on its
+ * claim): its batches into got[], how many returned. */
+static unsigned outbox_empty(shoal_outbox_t *out, shoal_outbox_slot_t got[SHOAL_OUTBOX_SLOTS])
 {
+    unsigned n = 0;
     for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++) {
         shoal_outbox_slot_t *s = &out->slot[i];
         if (s->first != NULL) {
-            send(by, s->dest, s->first, s->last);
+            got[n++] = *s;
             s->first = s->last = NULL;
         }
     }
     out->bytes = 0;
     atomic_store_explicit(&out->since, 0, memory_order_relaxed);
+    return n;
+}
+
+static void send_batches(shoal_heap_t *by, const shoal_outbox_slot_t *got, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        send(by, got[i].dest, got[i].first, got[i].last);
+}
+
+/* Send every batch of me's outbox (its holder, in its turn). */
+static void send_held(shoal_heap_t *me, shoal_outbox_t *out)
+{
+    shoal_outbox_slot_t got[SHOAL_OUTBOX_SLOTS];
+    send_batches(me, got, outbox_empty(out, got));
 }
 
 void shoal_remote_send_all(shoal_heap_t *me)
@@ -190,21 +205,11 @@ void shoal_remote_take_claimed(shoal_heap_t *h, bool fenced)
     if (atomic_load_explicit(&out->steal, memory_order_relaxed) == 0)
         return;
     shoal_outbox_slot_t got[SHOAL_OUTBOX_SLOTS];
-    unsigned n = 0;
-    if (fenced && atomic_load_explicit(&out->busy, LOOK_ORDER) == 0) {
-        for (unsigned i = 0; out->bytes != 0 && i < SHOAL_OUTBOX_SLOTS; i++) {
-            shoal_outbox_slot_t *s = &out->slot[i];
-            if (s->first != NULL) {
-                got[n++] = *s;
-                s->first = s->last = NULL;
-            }
-        }
-        out->bytes = 0;
-        atomic_store_explicit(&out->since, 0, memory_order_relaxed);
-    }
+    unsigned n = fenced && atomic_load_explicit(&out->busy, LOOK_ORDER) == 0
+                     ? outbox_empty(out, got)
+                     : 0;
     atomic_store_explicit(&out->steal, 0, memory_order_release);
-    for (unsigned i = 0; i < n; i++)
-        send(NULL, got[i].dest, got[i].first, got[i].last);
+    send_batches(NULL, got, n);
 }
 
 bool shoal_remote_outbox_holds(const shoal_heap_t *h)

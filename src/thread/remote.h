@@ -45,7 +45,8 @@ typedef struct shoal_outbox_slot_s {
 } shoal_outbox_slot_t;
 
 /* The purger's claim on an idle outbox (remote.c, "Idle outboxes"):
- * `busy` and `since` are written by the holder, `steal` by the purger. */
+ * `busy` is written by the holder, `steal` by the purger, `since` by the
+ * holder and by the purger when it empties the outbox. */
 typedef struct shoal_outbox_s {
     size_t bytes;                       /* held in all batches */
     _Atomic uint32_t busy;              /* the holder is at work in it */

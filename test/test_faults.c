@@ -73,6 +73,33 @@ static void write_after_remote_free(void)
     alloc_collect(false);       /* takes the inbox */
 }
 
+/* The same with a link that stays in the page: the link of a block on
+ * its way home (the first of its batch of two, whose second is in the
+ * same 64 KiB slot) made to lead to a block of that slot in use. */
+static void *remote_free_two(void *p)
+{
+    char **two = p;
+    alloc_free(two[0]);
+    alloc_free(two[1]);
+    return NULL;
+}
+
+static void write_after_remote_free_near(void)
+{
+    pthread_t t;
+    char *two[2], *in_use;
+    two[0] = alloc_malloc(200);
+    two[1] = expected_addr = alloc_malloc(200);
+    in_use = alloc_malloc(200);
+    if ((uintptr_t)two[0] >> SHOAL_SLOT_SHIFT != (uintptr_t)two[1] >> SHOAL_SLOT_SHIFT ||
+        (uintptr_t)in_use >> SHOAL_SLOT_SHIFT != (uintptr_t)two[1] >> SHOAL_SLOT_SHIFT)
+        abort();                /* no test without three blocks in one slot */
+    pthread_create(&t, NULL, remote_free_two, two);
+    pthread_join(t, NULL);
+    *(char **)two[1] = in_use;  /* the batch went two[1] -> two[0] */
+    alloc_collect(false);       /* takes the inbox */
+}
+
 static void double_free_medium(void)
 {
     char *p = expected_addr = alloc_malloc(20000);
@@ -347,6 +374,7 @@ CASE(double_free_small, "double free", "(free,")
 CASE(double_free_remote, "double free", "(free,")
 CASE(double_free_in_flight, "double free", "(free,")
 CASE(write_after_remote_free, "remote free queue corrupted", "(free,")
+CASE(write_after_remote_free_near, "remote free queue corrupted", "(free,")
 CASE(double_free_medium, "double free", "(free,")
 CASE(double_free_medium_later_slot, "double free", "(free,")
 CASE(double_free_large, "double free", "(free,")
@@ -395,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_double_free_remote),
         cmocka_unit_test(test_double_free_in_flight),
         cmocka_unit_test(test_write_after_remote_free),
+        cmocka_unit_test(test_write_after_remote_free_near),
         cmocka_unit_test(test_double_free_medium),
         cmocka_unit_test(test_double_free_medium_later_slot),
         cmocka_unit_test(test_double_free_large),

@@ -297,14 +297,32 @@ static __attribute__((noinline, cold)) void broken(shoal_inbox_t *in, const shoa
                            "another thread, was overwritten (a write after free)");
 }
 
+/* The page of `next`, the block that b's link leads to, b being of pg:
+ * as page_of_sent, with the common case first - the two in one slot,
+ * so in one page (a batch is one freer's frees, often of one page in
+ * a row), where only the freed mark is left to check. */
+static inline shoal_page_t *page_of_next(const shoal_block_t *next, const shoal_block_t *b,
+                                         shoal_page_t *pg)
+{
+    if (shoal_likely((((uintptr_t)next ^ (uintptr_t)b) >> SHOAL_SLOT_SHIFT) == 0))
+        return next->freed == shoal_freed_mark(pg) ? pg : NULL;
+    return page_of_sent(next, b);
+}
+
 size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
 {
     shoal_inbox_t *in = &h->inbox;
     size_t n = 0;
-    /* Blocks come off the inbox's head one by one (liburcu's dequeue,
-     * nonblocking).  The only atomic operation is a compare-and-swap of
-     * the tail, from the block being taken to the empty queue, when that
-     * block has no link yet: it may be the last.  The swap is a full
+    /* Blocks come off the inbox's head one by one, as liburcu's dequeue
+     * (nonblocking) takes them.  A block with a link is not the queue's
+     * last, and no sender writes to it again (only the one whose exchange
+     * of the tail returned it wrote its link): the head moves on past it
+     * with a plain store, the dequeue's, made here because the link is
+     * already read (no sender reads the head of a queue that is not
+     * empty, and the tail stays off the head node while the holder walks).
+     * A block without a link may be the last: liburcu's dequeue takes it,
+     * and its compare-and-swap of the tail, from the block to the empty
+     * queue, is the walk's only atomic operation.  The swap is a full
      * barrier, after the dequeue's store of an empty head: a sender whose
      * exchange of the tail comes after it gets the empty queue and links
      * its batch onto the head, seen by the next call; one whose exchange
@@ -333,32 +351,35 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         return 0;
     }
     for (;;) {
-        bool may_swap = CMM_LOAD_SHARED(node->next) == NULL;
-        int state;
-        struct cds_wfcq_node *got = ___cds_wfcq_dequeue_with_state_nonblocking(&in->head,
-                                                                               &in->tail, &state);
-        /* Counted when the dequeue was to swap; a link that lands in
-         * between makes the count one too many, never one too few. */
-        if (may_swap)
+        struct cds_wfcq_node *next = CMM_LOAD_SHARED(node->next);
+        if (shoal_likely(next != NULL)) {
+            CMM_STORE_SHARED(in->head.node.next, next);
+        } else {
+            int state;
+            /* Counted as the swap it is to be; a link that lands before
+             * the dequeue reads it makes the count one too many, never
+             * one too few. */
             count_atomic(h);
-        if (got == CDS_WFCQ_WOULDBLOCK)
-            break;              /* got is node: the head was not empty */
+            if (___cds_wfcq_dequeue_with_state_nonblocking(&in->head, &in->tail, &state) ==
+                CDS_WFCQ_WOULDBLOCK)
+                break;          /* node stays at the head */
+            if (!(state & CDS_WFCQ_STATE_LAST))
+                next = in->head.node.next;      /* a link landed: the dequeue moved on */
+        }
         /* The loads of a block depend on the load of the link that
-         * found it (liburcu orders them with cmm_smp_read_barrier_depends),
-         * so its sender's stores before the exchange - the user's data,
+         * found it (ordered by cmm_smp_read_barrier_depends, as in
+         * liburcu's dequeue), so its sender's stores before the exchange - the user's data,
          * the freed mark, the links - are visible.  TSan: each sender
          * released the inbox before its exchange, and linked its batch
          * on after; the link that leads on from here was read. */
+        cmm_smp_read_barrier_depends();
         shoal_tsan_acquire(in);
-        shoal_block_t *b = (shoal_block_t *)got;
+        shoal_block_t *b = (shoal_block_t *)node;
         shoal_page_t *next_pg = NULL;
-        node = NULL;
-        if (!(state & CDS_WFCQ_STATE_LAST)) {
-            node = in->head.node.next;          /* b's link: the dequeue moved the head on */
-            if (shoal_unlikely((next_pg = page_of_sent((shoal_block_t *)node, b)) == NULL)) {
-                broken(in, b);  /* b stays out: nothing reads past it */
-                break;
-            }
+        if (next != NULL &&
+            shoal_unlikely((next_pg = page_of_next((shoal_block_t *)next, b, pg)) == NULL)) {
+            broken(in, b);      /* b stays out: nothing reads past it */
+            break;
         }
         /* Acquire, as free's: a heap this block is forwarded to is seen
          * set up. */
@@ -369,8 +390,9 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         } else {
             shoal_remote_send_one(h, shoal_owner_heap(owner), b);   /* the page moved: on */
         }
-        if (node == NULL)
+        if (next == NULL)
             break;              /* the last: the inbox is empty */
+        node = next;
         pg = next_pg;
     }
     shoal_count(&h->stats.remote_received, n);

@@ -1076,6 +1076,104 @@ static void test_huge_cache_reuse(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
 }
 
+/* Whether any OS page of [p, p + n) is resident. */
+static bool any_resident(const char *p, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const char *start = (const char *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+    size_t pages = (size_t)(p + n - start + page - 1) / page;
+    unsigned char *vec = malloc(pages);
+    assert_non_null(vec);
+    assert_int_equal(mincore((void *)start, pages * page, vec), 0);
+    bool any = false;
+    for (size_t i = 0; i < pages; i++)
+        any |= (vec[i] & 1) != 0;
+    free(vec);
+    return any;
+}
+
+/* A mapping taken back for a smaller block gives the dirty bytes past
+ * the block's end back to the OS (they would stay resident, unused, as
+ * long as the block lives), through the thread's slot and through the
+ * shared cache, malloc and calloc alike; the block's own bytes keep
+ * what was written (malloc) or read as zero (calloc). */
+static void test_huge_reuse_trims(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    for (int zero = 0; zero < 2; zero++) {
+        for (int shared = 0; shared < 2; shared++) {
+            alloc_collect(true);
+            char *p = alloc_malloc(8 * MiB);
+            assert_non_null(p);
+            memset(p, 0x5a, 8 * MiB);
+            alloc_free(p);
+            if (shared) {
+                char *other = alloc_malloc(20 * MiB);   /* takes the slot: p goes on */
+                assert_non_null(other);
+                alloc_free(other);
+            }
+            size_t n = 5 * MiB;
+            char *q = zero ? alloc_calloc(1, n) : alloc_malloc(n);
+            assert_ptr_equal(q, p);
+            assert_false(any_resident(q + n + 4096, 3 * MiB - 8192));
+            if (zero) {
+                assert_zeroed(q, 4096);
+                assert_zeroed(q + n - 4096, 4096);
+            } else {
+                assert_int_equal((unsigned char)q[n - 1], 0x5a);
+            }
+            fill_pat(q, n, 7);
+            assert_pattern(q, n, 7);
+            alloc_free(q);
+        }
+    }
+    alloc_collect(true);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
+/* The shared cache keeps up to 128 mappings: a burst of 64 huge blocks
+ * freed and allocated again maps nothing new.  A request that no cached
+ * mapping fits sends cached mappings of at least its size back to the
+ * OS before it maps its own, oldest first: the process does not hold
+ * both. */
+static void test_huge_cache_burst(void **state)
+{
+    (void)state;
+    enum { BURST = 64 };
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    static char *blocks[BURST];
+    for (int round = 0; round < 2; round++) {
+        alloc_stats_t before = stats();
+        for (int i = 0; i < BURST; i++) {
+            blocks[i] = alloc_malloc(3 * MiB);
+            assert_non_null(blocks[i]);
+            fill_pat(blocks[i], 4096, (uint64_t)i);
+        }
+        if (round == 1)
+            assert_int_equal(stats().mapped, before.mapped);    /* all from the cache */
+        for (int i = 0; i < BURST; i++) {
+            assert_pattern(blocks[i], 4096, (uint64_t)i);
+            alloc_free(blocks[i]);
+        }
+        assert_int_equal(stats().huge_cached, BURST);
+    }
+    alloc_stats_t full = stats();
+    char *big = alloc_malloc(32 * MiB);                 /* fits none of them */
+    assert_non_null(big);
+    alloc_stats_t st = stats();
+    assert_true(st.huge_cached <= BURST - 10);          /* 10 x 3 MiB >= 32 MiB */
+    assert_true(st.huge_cached >= BURST - 12);
+    assert_true(st.mapped <= full.mapped + 2 * MiB);
+    alloc_free(big);
+    alloc_collect(true);
+    assert_int_equal(stats().huge_cached, 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
 /* ---- free_sized --------------------------------------------------------- */
 
 /* Two blocks of size n on the same page (small and medium). */
@@ -1308,6 +1406,8 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
         cmocka_unit_test(test_huge_slot),
+        cmocka_unit_test(test_huge_reuse_trims),
+        cmocka_unit_test(test_huge_cache_burst),
         cmocka_unit_test(test_free_by_thread_without_heap),
         cmocka_unit_test(test_free_sized),
         cmocka_unit_test(test_free_sized_after_realloc),

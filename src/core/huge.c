@@ -12,7 +12,7 @@
 #include "sync.h"
 #include "../os/os.h"
 
-#define HUGE_CACHE 32                           /* mappings kept for reuse, */
+#define HUGE_CACHE 128                          /* mappings kept for reuse, */
 #define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first */
 #define HUGE_HEADER 64          /* room for the header before the block */
 
@@ -111,11 +111,27 @@ static size_t release_taken(const cached_map_t *out, unsigned n)
     return bytes;
 }
 
+/* The cached mapping freed longest ago (cache_lock held, cached > 0). */
+static unsigned oldest_cached(void)
+{
+    unsigned oldest = 0;
+    for (unsigned i = 1; i < cached; i++)
+        if (cache[i].freed_ms < cache[oldest].freed_ms)
+            oldest = i;
+    return oldest;
+}
+
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it, or NULL.  Counts the request, and the
- * block as live if it found one. */
+ * block as live if it found one.  On a miss, cached mappings as large
+ * as the new one go back to the OS, oldest first: memory that
+ * sat in the cache in sizes that did not fit does not stay resident
+ * beside the new mapping until the purge delay (the process grows by
+ * what it uses, as it would with no cache). */
 static char *cache_take(size_t need, size_t align, size_t *size)
 {
+    cached_map_t out[HUGE_CACHE];
+    unsigned n_out = 0;
     int best = -1;
     shoal_lock(&cache_lock);
     add(&requests, 1, NULL);
@@ -133,9 +149,16 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         cache[best] = cache[--cached];
         add(&cached_bytes, -*size, NULL);
         count_live(1, *size);
+    } else {
+        for (size_t freed = 0; cached != 0 && freed < need;) {
+            unsigned i = oldest_cached();
+            freed += cache[i].size;
+            take_out(i, out, &n_out);
+        }
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
+    release_taken(out, n_out);
     return base;
 }
 
@@ -146,19 +169,36 @@ static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
     shoal_os_purge(base, shoal_align_up(bytes, SHOAL_OS_PAGE), false);
 }
 
-static void *map_block(char *base, size_t size, size_t align, size_t need_zero_bytes,
-                       bool dirty)
+/* A mapping taken back for a block that reaches `reach` bytes into it:
+ * the bytes past that are dirty from the mapping's last block, and would
+ * stay resident, unused, as long as this one lives.  They go back to the
+ * OS (the mapping stays).  Returns user (a tail call). */
+static __attribute__((noinline)) void *trim_tail(void *user, char *base, size_t size,
+                                                 size_t reach)
+{
+    reach = shoal_align_up(reach, SHOAL_OS_PAGE);
+    shoal_os_purge(base + reach, size - reach, false);
+    return user;
+}
+
+/* A block of n bytes in the mapping at base; `dirty`: the mapping was
+ * a block's before, so bytes of it are resident, and a block that needs
+ * `zero` must have them purged, a block that leaves more than an eighth
+ * of the mapping unused gives that part back. */
+static void *map_block(char *base, size_t size, size_t align, size_t n, bool zero, bool dirty)
 {
     size_t off = user_offset(align);
     char *user = base + off;
-    if (dirty && need_zero_bytes != 0)
-        zero_front(base, off + need_zero_bytes);
+    if (dirty && zero)
+        zero_front(base, off + n);
     shoal_huge_t *h = header_for(user, align);
     h->base = base;
     h->map_size = size;
     h->user = user;
     h->usable = size - off;
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
+    if (dirty && size - (off + n) > size / 8)
+        return trim_tail(user, base, size, off + n);
     return user;
 }
 
@@ -211,7 +251,7 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     size_t got;
     char *base = cache_take(size, base_align, &got);
     if (base != NULL)
-        return map_block(base, got, align, zero ? n : 0, true);
+        return map_block(base, got, align, n, zero, true);
     base = map_new(size, base_align);
     if (base == NULL)
         return NULL;
@@ -220,7 +260,7 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     shoal_lock(&cache_lock);
     count_live(1, size);
     shoal_unlock(&cache_lock);
-    return map_block(base, size, align, 0, false);
+    return map_block(base, size, align, n, false, false);
 }
 
 shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k)
@@ -253,13 +293,8 @@ static void retire(char *base, size_t size)
          * always kept, so a cycle of the same size never maps, whatever
          * its size). */
         while (cached == HUGE_CACHE ||
-               (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES)) {
-            unsigned oldest = 0;
-            for (unsigned i = 1; i < cached; i++)
-                if (cache[i].freed_ms < cache[oldest].freed_ms)
-                    oldest = i;
-            take_out(oldest, evicted, &n_evicted);
-        }
+               (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES))
+            take_out(oldest_cached(), evicted, &n_evicted);
         cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
         add(&cached_bytes, size, &cached_bytes_peak);
         set(&cached_maps, cached, &cached_peak);
@@ -320,7 +355,7 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
     if (w == 0)
         return NULL;            /* a purge pass took it */
     shoal_count(&s->requests, 1);
-    return map_block(slot_base(w), size, SHOAL_ALIGN, zero ? n : 0, true);
+    return map_block(slot_base(w), size, SHOAL_ALIGN, n, zero, true);
 }
 
 bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
@@ -486,7 +521,7 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     count_live(-1, old);
     count_live(1, size);
     shoal_unlock(&cache_lock);
-    return map_block(base, size, align, 0, false);
+    return map_block(base, size, align, n, false, false);
 }
 
 size_t shoal_huge_purge(bool force, size_t *waiting)

@@ -120,6 +120,20 @@ static size_t zero_mismatch(const void *p, size_t n)
             fail_msg("byte %zu of %zu is not zero", at_, n_);                 \
     } while (0)
 
+/* No purge passes for the test's span (what it checks would move under
+ * one); the delay it had, for purge_restore. */
+static long purge_off(void)
+{
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    return saved;
+}
+
+static void purge_restore(long saved)
+{
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+}
+
 static alloc_stats_t stats(void)
 {
     alloc_stats_t st;
@@ -568,12 +582,11 @@ static bool large_in_place_cycle(void)
 static void test_realloc_large_in_place(void **state)
 {
     (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    long saved = purge_off();
     int tries = 0;
     while (!large_in_place_cycle())
         assert_true(++tries < 3);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* A buffer grown by doubling through the large tier moves into it once,
@@ -859,7 +872,7 @@ static void test_calloc_zero_after_dirty_free(void **state)
                                               : tier_sizes[i] > 1 * MiB ? 2
                                                                         : CALLOC_ROUNDS);
     }
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* Blocks freed by other threads (remote frees, and a page left behind by
@@ -951,8 +964,7 @@ static void test_calloc_zero_after_remote_free(void **state)
 static void test_huge_slot(void **state)
 {
     (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);  /* no passes */
+    long saved = purge_off();  /* no passes */
     alloc_collect(true);
     alloc_stats_t a = stats();
     assert_int_equal(a.huge_cached, 0);
@@ -995,7 +1007,7 @@ static void test_huge_slot(void **state)
     assert_int_equal(st.huge_cached, 0);
     assert_int_equal(st.huge_live, a.huge_live);
     assert_true(st.mapped <= a.mapped);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* A thread that never allocated frees huge, large and small blocks
@@ -1037,8 +1049,7 @@ static void test_free_by_thread_without_heap(void **state)
 static void test_huge_cache_reuse(void **state)
 {
     (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    long saved = purge_off();
     static const size_t sizes[] = { 3 * MiB, 8 * MiB, 64 * MiB };
     for (int s = 0; s < 3; s++) {
         size_t n = sizes[s];
@@ -1073,7 +1084,7 @@ static void test_huge_cache_reuse(void **state)
     }
     alloc_collect(true);
     assert_int_equal(stats().huge_cached, 0);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* Whether any OS page of [p, p + n) is resident. */
@@ -1100,8 +1111,7 @@ static bool any_resident(const char *p, size_t n)
 static void test_huge_reuse_trims(void **state)
 {
     (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    long saved = purge_off();
     for (int zero = 0; zero < 2; zero++) {
         for (int shared = 0; shared < 2; shared++) {
             alloc_collect(true);
@@ -1130,7 +1140,7 @@ static void test_huge_reuse_trims(void **state)
         }
     }
     alloc_collect(true);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* The shared cache keeps up to 128 mappings: a burst of 64 huge blocks
@@ -1142,8 +1152,7 @@ static void test_huge_cache_burst(void **state)
 {
     (void)state;
     enum { BURST = 64 };
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    long saved = purge_off();
     alloc_collect(true);
     static char *blocks[BURST];
     for (int round = 0; round < 2; round++) {
@@ -1171,7 +1180,7 @@ static void test_huge_cache_burst(void **state)
     alloc_free(big);
     alloc_collect(true);
     assert_int_equal(stats().huge_cached, 0);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* ---- free_sized --------------------------------------------------------- */
@@ -1297,8 +1306,7 @@ static void test_free_sized_after_realloc(void **state)
 static void test_collect_returns_memory(void **state)
 {
     (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    long saved = purge_off();
     enum { NS = 3000, NM = 100, NL = 16, NH = 2 };
     static void *s[NS], *m[NM], *l[NL], *h[NH];
     for (int i = 0; i < NS; i++) {
@@ -1352,7 +1360,7 @@ static void test_collect_returns_memory(void **state)
     assert_zeroed(q, 300 * KiB);
     alloc_free(p);
     alloc_free(q);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, saved), 0);
+    purge_restore(saved);
 }
 
 /* The running library says its version, the header's. */

@@ -172,9 +172,10 @@ static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
 /* A mapping taken back for a block that reaches `reach` bytes into it:
  * the bytes past that are dirty from the mapping's last block, and would
  * stay resident, unused, as long as this one lives.  They go back to the
- * OS (the mapping stays).  Returns user (a tail call). */
-static __attribute__((noinline)) void *trim_tail(void *user, char *base, size_t size,
-                                                 size_t reach)
+ * OS (the mapping stays).  Returns user (never NULL, which lets the
+ * huge malloc's fast path end in a tail call here, with no frame). */
+static __attribute__((noinline, returns_nonnull)) void *trim_tail(void *user, char *base,
+                                                                  size_t size, size_t reach)
 {
     reach = shoal_align_up(reach, SHOAL_OS_PAGE);
     shoal_os_purge(base + reach, size - reach, false);

@@ -63,12 +63,13 @@ static void bad_pool_pointer(const void *p, const char *fn)
                                    "metadata)"
                                  : "pointer to memory that is not allocated: freed "
                                    "already (a double free) or never handed out";
-    /* A large block of order k starts at a multiple of 2^k slots. */
-    for (unsigned k = 0; slot != 0 && k <= SHOAL_MAX_ORDER; k++) {
-        const shoal_page_t *head = &sp->pages[slot & ~((1u << k) - 1)];
-        if (shoal_slot_is_large(head->kind) && head->order >= k &&
-            (unsigned)(head - sp->pages) + (1u << head->order) > slot) {
-            what = "pointer inside a large block, not its start";
+    /* The nearest large block's head at or below p's slot, if it holds
+     * p's slot (a large block holds at most SHOAL_LARGE_SLOTS). */
+    for (unsigned h = slot; h != 0 && slot - h < SHOAL_LARGE_SLOTS; h--) {
+        const shoal_page_t *head = &sp->pages[h];
+        if (shoal_slot_is_large(head->kind)) {
+            if (h + shoal_large_held(head) > slot)
+                what = "pointer inside a large block, not its start";
             break;
         }
     }
@@ -135,8 +136,10 @@ bool shoal_size_matches(size_t usable, size_t n, size_t align)
                (shoal_class_size(c) == usable ||
                 (natural && shoal_fits_without_waste(usable, n)));
     case SHOAL_TIER_LARGE:
-        /* realloc resizes a large block in place to any order */
-        return natural || (SHOAL_SLOT_SIZE << c) == usable;
+        /* A block holds the slots it reaches, whatever its alignment;
+         * realloc resizes one of the natural alignment in place to any
+         * number of them. */
+        return natural || (size_t)shoal_large_slots(n) << SHOAL_SLOT_SHIFT == usable;
     case SHOAL_TIER_HUGE:
         break;
     }

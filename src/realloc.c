@@ -49,8 +49,7 @@ static void *alloc_to_grow(size_t n)
         errno = saved;          /* no room is no failure: the plain way next */
         return alloc_malloc(n);
     }
-    shoal_heap_large_resize(shoal_span_of(q), n);
-    return shoal_prof_after_big(q);
+    return shoal_prof_after_big(q);     /* (the rest went back: shoal_large_make) */
 }
 
 SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)

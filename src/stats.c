@@ -223,7 +223,7 @@ static void stats_fill(alloc_stats_t *st)
     for (unsigned o = 0; o < ALLOC_STATS_LARGE_BINS; o++) {
         alloc_bin_stats_t *bin = &st->large_bins[o];
         bin->live = clamped(heaps->large_live[o]);
-        bin->live_bytes = bin->live * (SHOAL_SLOT_SIZE << o);
+        bin->live_bytes = heaps->large_bin_bytes[o];
         bin->live_peak = max_of(peak_of(&peak_large_bin[o]), bin->live);
     }
     for (unsigned i = 0; i < ALLOC_STATS_HUGE_BINS; i++)

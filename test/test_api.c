@@ -623,9 +623,12 @@ static void test_realloc_doubling_grows_in_place(void **state)
 }
 
 /* A freed large block stays with the thread that freed it, on a stack of
- * its order: the next malloc of that order gets it back (contents of the
- * new owner checked), the stack holds at most 2 MiB in all, and a block
- * too big for what is left makes room by giving the largest back.  The
+ * its number of 64 KiB slots: the next malloc of that many gets it back
+ * (contents of the new owner checked), the stacks hold at most 2 MiB in
+ * all, and a block too big for what is left makes room by giving the
+ * largest back.  A block holds only the slots it reaches (the rest of
+ * the power of two it was placed in goes back to the pool), and one cut
+ * from a larger cached block gives the slots past its end back.  The
  * counters add up: requests count every malloc, live and live bytes come
  * back to where they were. */
 static void test_large_cache(void **state)
@@ -633,11 +636,12 @@ static void test_large_cache(void **state)
     (void)state;
     alloc_collect(true);                /* an empty cache to start from */
     alloc_stats_t before = stats();
-    char *p = alloc_malloc(200 * KiB);  /* order 2: 256 KiB */
+    char *p = alloc_malloc(200 * KiB);  /* 4 slots, placed in a block of 4 */
     assert_non_null(p);
+    assert_int_equal(alloc_usable_size(p), 256 * KiB);
     fill_pat(p, 200 * KiB, 1);
     alloc_free(p);
-    char *q = alloc_malloc(129 * KiB);  /* the same order */
+    char *q = alloc_malloc(250 * KiB);  /* the same number of slots */
     assert_ptr_equal(q, p);
     assert_int_equal(alloc_usable_size(q), 256 * KiB);
     fill_pat(q, 256 * KiB, 2);
@@ -647,7 +651,23 @@ static void test_large_cache(void **state)
     assert_int_equal(mid.large_live - before.large_live, 1);
     assert_int_equal(mid.large_live_bytes - before.large_live_bytes, 256 * KiB);
     assert_int_equal(mid.large_bins[2].live - before.large_bins[2].live, 1);
+    assert_int_equal(mid.large_bins[2].live_bytes - before.large_bins[2].live_bytes, 256 * KiB);
     alloc_free(q);
+
+    /* 1100 KiB: 18 slots, not the 32 of its power of two. */
+    size_t used = stats().pool_slots_used;
+    char *odd = alloc_malloc(1100 * KiB);
+    assert_non_null(odd);
+    assert_int_equal(alloc_usable_size(odd), 18 * 64 * KiB);
+    fill_pat(odd, 18 * 64 * KiB, 6);
+    assert_true(stats().pool_slots_used <= used + 18);
+    alloc_stats_t st = stats();
+    assert_int_equal(st.large_live_bytes - before.large_live_bytes, 18 * 64 * KiB);
+    assert_int_equal(st.large_bins[5].live_bytes - before.large_bins[5].live_bytes,
+                     18 * 64 * KiB);
+    assert_pattern(odd, 18 * 64 * KiB, 6);
+    alloc_free(odd);
+    alloc_collect(true);
 
     /* Twenty 256 KiB blocks, freed: at most eight (2 MiB) stay cached. */
     enum { N = 20 };
@@ -665,7 +685,7 @@ static void test_large_cache(void **state)
     alloc_stats_t after = stats();
     assert_int_equal(after.large_live, before.large_live);
     assert_int_equal(after.large_live_bytes, before.large_live_bytes);
-    assert_int_equal(after.large_requests - before.large_requests, 2 + N);
+    assert_int_equal(after.large_requests - before.large_requests, 3 + N);
     assert_true(peak_slots - after.pool_slots_used >= (size_t)N * 4 - 32);
     /* The last freed is on top: LIFO keeps the warmest block in use. */
     q = alloc_malloc(256 * KiB);
@@ -680,11 +700,14 @@ static void test_large_cache(void **state)
     assert_ptr_equal(again, big);
     fill_pat(again, 2 * MiB, 4);
     assert_pattern(again, 2 * MiB, 4);
-    /* A smaller request is cut from a larger cached block. */
+    /* A smaller request is cut from a larger cached block, whose slots
+     * past its end go back to the pool. */
     alloc_free(again);
+    used = stats().pool_slots_used;
     q = alloc_malloc(100 * KiB);
     assert_ptr_equal(q, big);
     assert_int_equal(alloc_usable_size(q), 128 * KiB);
+    assert_true(stats().pool_slots_used <= used - 30);
     fill_pat(q, 128 * KiB, 5);
     assert_pattern(q, 128 * KiB, 5);
     alloc_free(q);

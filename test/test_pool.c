@@ -358,41 +358,42 @@ static void test_release_part_of_block(void **state)
     release_all_held();
 }
 
-/* Growing a block in place takes the free slots after it, only when the
- * block is aligned for the new order and those slots are all free. */
+/* Growing a block in place takes the free slots after it, by number,
+ * only when those slots are all free and within the superpage. */
 static void test_grow_in_place(void **state)
 {
     (void)state;
     shoal_superpage_t *f = fill_pool();
     uint64_t occ;
-    /* We hold slot 32 as an order-0 block; all neighbours are held too. */
-    assert_false(shoal_pool_grow(f, 32, 0, 1));
+    /* We hold slot 32 as a block of one; all neighbours are held too. */
+    assert_false(shoal_pool_grow(f, 32, 1, 2));
     release_held(f, 33);
-    assert_true(shoal_pool_grow(f, 32, 0, 1));
+    assert_true(shoal_pool_grow(f, 32, 1, 2));
     assert_int_equal(occupied(f), ~(uint64_t)0);
     release_held(f, 34);                        /* 35 still held */
     occ = occupied(f);
-    assert_false(shoal_pool_grow(f, 32, 1, 2));
+    assert_false(shoal_pool_grow(f, 32, 2, 4));
     assert_int_equal(occupied(f), occ);         /* a failed grow takes nothing */
+    assert_true(shoal_pool_grow(f, 32, 2, 3));  /* to any number of slots */
     release_held(f, 35);
-    assert_true(shoal_pool_grow(f, 32, 1, 2));
+    assert_true(shoal_pool_grow(f, 32, 3, 4));
     assert_int_equal(occupied(f), ~(uint64_t)0);
-    /* Misaligned for the new order: 36 may not grow to order 3. */
-    release_held(f, 37);
+    /* No alignment asked: 37 grows over 38 and 39. */
     release_held(f, 38);
     release_held(f, 39);
-    assert_false(shoal_pool_grow(f, 36, 0, 3));
-    assert_false(shoal_pool_grow(f, 37, 0, 1));
-    /* ... but 36 may grow to order 2. */
-    assert_true(shoal_pool_grow(f, 36, 0, 2));
+    assert_true(shoal_pool_grow(f, 37, 1, 3));
     assert_int_equal(occupied(f), ~(uint64_t)0);
-    /* Beyond the largest order: never. */
-    assert_false(shoal_pool_grow(f, 32, 2, SHOAL_MAX_ORDER + 1));
+    /* Past the superpage's last slot: never. */
+    release_held(f, 63);
+    assert_false(shoal_pool_grow(f, 62, 1, 3));
+    assert_true(shoal_pool_grow(f, 62, 1, 2));
     assert_int_equal(slots_claimed(), nheld + 6);  /* 6 slots joined other blocks */
     release_held(f, 32);                        /* held as one slot: give the rest */
     shoal_pool_release(f, 33, 3);
-    release_held(f, 36);
-    shoal_pool_release(f, 37, 3);
+    release_held(f, 37);
+    shoal_pool_release(f, 38, 2);
+    release_held(f, 62);
+    shoal_pool_release(f, 63, 1);
     release_all_held();
 }
 

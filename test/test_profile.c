@@ -481,7 +481,7 @@ static void assert_all(const char *b, size_t n, char v)
 
 /* While profiling is on, a heap's large blocks go by the slow paths (to
  * be counted for sampling), and its cache of freed ones still serves
- * them: a freed block comes back to the next malloc of its order, the
+ * them: a freed block comes back to the next malloc of its size, the
  * same address, with its new contents kept; turned off, the cache is
  * the fast paths' again, with the block in it. */
 static void test_large_cache_while_profiling(void **state)
@@ -489,23 +489,23 @@ static void test_large_cache_while_profiling(void **state)
     (void)state;
     profiling(512 << 10);
     alloc_collect(true);
-    char *p = alloc_malloc(200 << 10);          /* order 2: 256 KiB */
+    char *p = alloc_malloc(200 << 10);          /* 4 slots: 256 KiB */
     assert_non_null(p);
     memset(p, 1, 200 << 10);
     size_t used = slots_used();
     alloc_free(p);
     assert_int_equal(slots_used(), used);      /* kept by the cache, not given back */
-    char *q = alloc_malloc(129 << 10);
+    char *q = alloc_malloc(250 << 10);          /* 4 slots too */
     assert_ptr_equal(q, p);
     assert_int_equal(alloc_usable_size(q), 256 << 10);
     memset(q, 2, 256 << 10);
     assert_all(q, 256 << 10, 2);
     alloc_free(q);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF, 0), 0);
-    char *r = alloc_malloc(150 << 10);
+    char *r = alloc_malloc(193 << 10);
     assert_ptr_equal(r, p);
-    memset(r, 3, 150 << 10);
-    assert_all(r, 150 << 10, 3);
+    memset(r, 3, 193 << 10);
+    assert_all(r, 193 << 10, 3);
     alloc_free(r);
     assert_int_equal(slots_used(), used);
     alloc_collect(true);                        /* now it goes */

@@ -3,14 +3,18 @@
 
 #include <string.h>
 
-void *shoal_large_make(const shoal_span_t *s, size_t n, bool zero)
+void *shoal_large_make(shoal_superpage_t *sp, unsigned slot, unsigned have, size_t n, bool zero,
+                       bool known_zero)
 {
-    shoal_page_t *head = shoal_span_head(s);
-    head->order = (uint8_t)s->order;
+    unsigned slots = shoal_large_slots(n);
+    shoal_page_t *head = &sp->pages[slot];
+    head->block_size = slots << SHOAL_SLOT_SHIFT;
     head->kind = SHOAL_SLOT_LARGE;
-    void *p = shoal_slot_addr(s->sp, s->slot);
+    void *p = shoal_slot_addr(sp, slot);
     head->start = p;
-    if (zero && !s->zero)
+    if (have > slots)
+        shoal_pool_release(sp, slot + slots, have - slots);
+    if (zero && !known_zero)
         memset(p, 0, n);
     return p;
 }
@@ -19,11 +23,11 @@ void *shoal_large_resize(shoal_page_t *head, size_t n)
 {
     shoal_superpage_t *sp = shoal_superpage_of(head);
     unsigned slot = (unsigned)(head - sp->pages);
-    unsigned order = head->order, want = shoal_large_order(n);
-    if (want > order && !shoal_pool_grow(sp, slot, order, want))
+    unsigned have = shoal_large_held(head), want = shoal_large_slots(n);
+    if (want > have && !shoal_pool_grow(sp, slot, have, want))
         return NULL;
-    if (want < order)
-        shoal_pool_release(sp, slot + (1u << want), (1u << order) - (1u << want));
-    head->order = (uint8_t)want;
+    if (want < have)
+        shoal_pool_release(sp, slot + want, have - want);
+    head->block_size = want << SHOAL_SLOT_SHIFT;
     return shoal_slot_addr(sp, slot);
 }

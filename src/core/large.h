@@ -1,9 +1,14 @@
-/* large.h - blocks above SHOAL_MEDIUM_MAX up to SHOAL_LARGE_MAX: one pool
- * block each, of the smallest order that holds them.  The block's head
- * slot descriptor says LARGE, its order and where the block starts;
- * nothing is written into the block itself.  A block is aligned to its own size, so alignments up to
- * 2 MiB cost nothing.  Only the bytes a program touches become resident,
- * so rounding up to a power of two costs address space, not RSS.
+/* large.h - blocks above SHOAL_MEDIUM_MAX up to SHOAL_LARGE_MAX: the
+ * slots they reach, at the start of a pool block of the smallest order
+ * that holds them (or their alignment), whose other slots go back to the
+ * pool at once.  The block's head slot descriptor says LARGE, its size
+ * in bytes (a whole number of slots: block_size) and where it starts;
+ * nothing is written into the block itself.  A block is aligned to the
+ * power of two it was placed for, so alignments up to 2 MiB cost
+ * nothing.  Holding only its own slots, a block that reuses slots a
+ * larger one wrote keeps none of them resident past its end: what the
+ * last one wrote there is free in the pool, for any claim, and purged
+ * after the delay like any free slot.
  *
  * This file turns claimed spans into large blocks and back; which span to
  * use (a heap's cache of recently freed ones, or the pool) and the
@@ -20,14 +25,28 @@ static inline unsigned shoal_large_order(size_t n)
                                 : 64u - (unsigned)__builtin_clzl(n - 1) - SHOAL_SLOT_SHIFT;
 }
 
-static inline size_t shoal_large_usable(const shoal_page_t *head)
+/* The slots a large block of n bytes holds (at least one). */
+static inline unsigned shoal_large_slots(size_t n)
 {
-    return SHOAL_SLOT_SIZE << head->order;
+    return n <= SHOAL_SLOT_SIZE ? 1 : (unsigned)((n + SHOAL_SLOT_SIZE - 1) >> SHOAL_SLOT_SHIFT);
 }
 
-/* Make the claimed span s a large block holding n bytes (zeroed if asked
- * and not known to be zero). */
-void *shoal_large_make(const shoal_span_t *s, size_t n, bool zero);
+/* The slots the large block whose head is `head` holds. */
+static inline unsigned shoal_large_held(const shoal_page_t *head)
+{
+    return head->block_size >> SHOAL_SLOT_SHIFT;
+}
+
+static inline size_t shoal_large_usable(const shoal_page_t *head)
+{
+    return head->block_size;
+}
+
+/* Make `have` claimed slots from slot `slot` of sp a large block holding
+ * n bytes: the slots past the block's go back to the pool; zeroed if
+ * asked and not `known_zero`. */
+void *shoal_large_make(shoal_superpage_t *sp, unsigned slot, unsigned have, size_t n, bool zero,
+                       bool known_zero);
 
 /* A freed large block's head goes back to being a plain claimed span. */
 static inline void shoal_large_unmake(shoal_page_t *head)
@@ -43,7 +62,8 @@ static inline void shoal_large_mark_sampled(shoal_page_t *head, bool sampled)
 }
 
 /* Resize in place: shrink by releasing the upper slots, grow by claiming
- * the free slots after the block.  NULL if it cannot be done in place. */
+ * the free slots after the block (within its superpage).  NULL if it
+ * cannot be done in place. */
 void *shoal_large_resize(shoal_page_t *head, size_t size);
 
 #endif

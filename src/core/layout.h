@@ -23,6 +23,7 @@
 /* Object size tiers. */
 #define SHOAL_MEDIUM_MAX   ((size_t)64 << 10)   /* on 128..512 KiB pages (order 1..3) */
 #define SHOAL_LARGE_MAX    (SHOAL_SLOT_SIZE << SHOAL_MAX_ORDER) /* 2 MiB */
+#define SHOAL_LARGE_SLOTS  (1u << SHOAL_MAX_ORDER)     /* its slots */
 
 /* User addresses on x86-64 and aarch64 (4-level tables) fit in 48 bits. */
 #define SHOAL_ADDR_BITS    48

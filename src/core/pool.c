@@ -335,12 +335,11 @@ void shoal_pool_release_idle(shoal_superpage_t *sp, unsigned slot, unsigned coun
     shoal_pool_release(sp, slot, count);
 }
 
-bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
-                     unsigned new_order)
+bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned count, unsigned new_count)
 {
-    if (new_order > SHOAL_MAX_ORDER || (slot & ((1u << new_order) - 1)) != 0)
+    if (slot + new_count > SHOAL_SP_SLOTS)
         return false;
-    uint64_t more = slots_mask(slot + (1u << order), (1u << new_order) - (1u << order));
+    uint64_t more = slots_mask(slot + count, new_count - count);
     uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
     do {
         if ((occ & more) != 0)

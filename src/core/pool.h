@@ -62,11 +62,10 @@ void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count);
  * of a heap parked that long): the next purge pass gives them back. */
 void shoal_pool_release_idle(shoal_superpage_t *sp, unsigned slot, unsigned count);
 
-/* Grow the block of 2^order slots at `slot` to 2^new_order slots in
- * place: possible when slot is aligned for the new order and the slots
- * after the block are free.  One CAS. */
-bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned order,
-                     unsigned new_order);
+/* Grow the block of `count` slots at `slot` to `new_count` slots in
+ * place: possible when the slots after the block are free and in the
+ * superpage.  One CAS. */
+bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned count, unsigned new_count);
 
 /* Purge free dirty slots: with `force` all of them now, otherwise those
  * that were already free at the previous pass.  Runs only if no other

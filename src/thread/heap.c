@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 #include "../core/options.h"
 #include "../core/purge.h"
 #include "../core/sync.h"
@@ -719,9 +720,9 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     st->large_allocs = atomic_load_explicit(&shoal_large_orphan_allocs, memory_order_relaxed);
-    for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
-        st->large_live[o] = atomic_load_explicit(&shoal_large_orphan_live[o],
-                                                 memory_order_relaxed);
+    uint64_t by_slots[SHOAL_LARGE_SLOTS + 1];
+    for (unsigned m = 0; m <= SHOAL_LARGE_SLOTS; m++)
+        by_slots[m] = atomic_load_explicit(&shoal_large_orphan_live[m], memory_order_relaxed);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         st->allocs[c] = 0;
         st->frees[c] = atomic_load_explicit(&orphan_frees[c], memory_order_relaxed);
@@ -735,20 +736,27 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
         st->remote_received += shoal_counter_read(&k->remote_received);
         st->remote_atomics += shoal_counter_read(&k->remote_atomics);
         st->large_allocs += shoal_counter_read(&k->large_allocs);
-        for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
-            st->large_live[o] += shoal_counter_read(&k->large_live[o]);
+        for (unsigned m = 0; m <= SHOAL_LARGE_SLOTS; m++)
+            by_slots[m] += shoal_counter_read(&k->large_live[m]);
         for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
             st->allocs[c] += shoal_counter_read(&k->allocs[c]);
             st->frees[c] += shoal_counter_read(&k->frees[c]);
             st->pages[c] += shoal_counter_read(&k->pages[c]);
         }
     }
-    /* Derived: a large block out is live until it comes back. */
+    /* Derived: a large block out is live until it comes back; by order
+     * of its size (the bins of the statistics), its bytes exact. */
     uint64_t live = 0;
     st->large_bytes = 0;
-    for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++) {
-        live += st->large_live[o];
-        st->large_bytes += st->large_live[o] * (SHOAL_SLOT_SIZE << o);
+    memset(st->large_live, 0, sizeof st->large_live);
+    memset(st->large_bin_bytes, 0, sizeof st->large_bin_bytes);
+    for (unsigned m = 1; m <= SHOAL_LARGE_SLOTS; m++) {
+        unsigned o = shoal_large_order((size_t)m << SHOAL_SLOT_SHIFT);
+        uint64_t bytes = by_slots[m] * ((uint64_t)m << SHOAL_SLOT_SHIFT);
+        live += by_slots[m];
+        st->large_live[o] += by_slots[m];
+        st->large_bin_bytes[o] += bytes;
+        st->large_bytes += bytes;
     }
     st->large_frees = st->large_allocs - live;
 }

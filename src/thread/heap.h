@@ -46,7 +46,7 @@ typedef struct shoal_heap_counters_s {
     shoal_counter_t remote_atomics;             /* atomic operations sending and taking */
     shoal_counter_t pages_adopted;
     shoal_counter_t large_allocs;               /* large blocks handed out */
-    shoal_counter_t large_live[SHOAL_MAX_ORDER + 1];    /* by order, out minus back */
+    shoal_counter_t large_live[SHOAL_LARGE_SLOTS + 1];  /* by slots held, out minus back */
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
@@ -57,9 +57,9 @@ typedef struct shoal_heap_s {
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
-    shoal_page_t *large_free[SHOAL_MAX_ORDER + 1];      /* freed large blocks (large_cache.h) */
+    shoal_page_t *large_free[SHOAL_LARGE_SLOTS + 1];    /* freed large blocks by slots (large_cache.h) */
     unsigned large_cached_slots;
-    shoal_page_t *large_held[SHOAL_MAX_ORDER + 1];      /* the same, while closed to the fast paths */
+    shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];    /* the same, while closed to the fast paths */
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
@@ -186,7 +186,8 @@ typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;
     size_t structs, struct_bytes;       /* heap structs made, and their size each */
     uint64_t adopted, remote_frees, remote_received, remote_atomics;
-    uint64_t large_allocs, large_frees, large_bytes, large_live[SHOAL_MAX_ORDER + 1];
+    uint64_t large_allocs, large_frees, large_bytes;
+    uint64_t large_live[SHOAL_MAX_ORDER + 1], large_bin_bytes[SHOAL_MAX_ORDER + 1];  /* by order of size */
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);

@@ -7,7 +7,7 @@
 
 /* Relaxed: statistics, nothing is published through them. */
 _Atomic uint64_t shoal_large_orphan_allocs;
-_Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
+_Atomic uint64_t shoal_large_orphan_live[SHOAL_LARGE_SLOTS + 1];
 
 /* Add n to a large-block counter: h's, or the heapless threads'. */
 static void count_add(shoal_heap_t *h, shoal_counter_t *mine, _Atomic uint64_t *orphan,
@@ -19,11 +19,11 @@ static void count_add(shoal_heap_t *h, shoal_counter_t *mine, _Atomic uint64_t *
         atomic_fetch_add_explicit(orphan, n, memory_order_relaxed);
 }
 
-/* A large block of order `order` starts (+1) or stops (-1) being live;
+/* A large block of `held` slots starts (+1) or stops (-1) being live;
  * a start that is not a resize is a request. */
-static void count_live(shoal_heap_t *h, unsigned order, int dir, bool request)
+static void count_live(shoal_heap_t *h, unsigned held, int dir, bool request)
 {
-    count_add(h, &h->stats.large_live[order], &shoal_large_orphan_live[order],
+    count_add(h, &h->stats.large_live[held], &shoal_large_orphan_live[held],
               (uint64_t)(int64_t)dir);
     if (request)
         count_add(h, &h->stats.large_allocs, &shoal_large_orphan_allocs, 1);
@@ -50,9 +50,9 @@ static shoal_page_t **slow_stacks(shoal_heap_t *h, unsigned **slots)
 
 static void drain_stacks(shoal_page_t **stacks, unsigned *slots)
 {
-    for (unsigned o = 0; o <= SHOAL_MAX_ORDER; o++)
-        while (stacks[o] != NULL)
-            release(shoal_large_stack_take(stacks, slots, o), 1u << o);
+    for (unsigned held = 1; held <= SHOAL_LARGE_SLOTS; held++)
+        while (stacks[held] != NULL)
+            release(shoal_large_stack_take(stacks, slots, held), held);
 }
 
 void shoal_large_cache_drain(shoal_heap_t *h)
@@ -77,52 +77,60 @@ void shoal_large_cache_close(shoal_heap_t *h, bool closed)
 void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
-    unsigned order = shoal_large_order(n > align ? n : align);
-    shoal_span_t s;
-    /* The smallest cached block that holds it: a block grown by realloc
+    unsigned want = shoal_large_slots(n);
+    /* The smallest cached block that holds it, at the alignment asked
+     * (the top of each stack is looked at): a block grown by realloc
      * and freed serves the next, smaller start of the same cycle from
      * the same slots, rather than the cache filling with big blocks and
-     * every cycle touching new memory. */
+     * every cycle touching new memory.  Its slots past the new block's
+     * go back to the pool (shoal_large_make). */
     unsigned *slots;
     shoal_page_t **stacks = slow_stacks(h, &slots);
-    unsigned have = order;
-    while (stacks != NULL && have <= SHOAL_MAX_ORDER && stacks[have] == NULL)
+    unsigned have = want;
+    while (stacks != NULL && have <= SHOAL_LARGE_SLOTS &&
+           (stacks[have] == NULL || ((uintptr_t)stacks[have]->start & (align - 1)) != 0))
         have++;
-    if (stacks != NULL && have <= SHOAL_MAX_ORDER) {
+    shoal_superpage_t *sp;
+    unsigned slot;
+    bool known_zero = false;
+    if (stacks != NULL && have <= SHOAL_LARGE_SLOTS) {
         shoal_page_t *head = shoal_large_stack_take(stacks, slots, have);
         h->large_cache_used = true;
-        if (have > order)               /* the tail goes back, resident */
-            release(head + (1u << order), (1u << have) - (1u << order));
-        shoal_superpage_t *sp = shoal_superpage_of(head);
-        s = (shoal_span_t){ sp, (unsigned)(head - sp->pages), order, false };
-    } else if (!shoal_pool_claim(order, &s)) {
-        return NULL;
+        sp = shoal_superpage_of(head);
+        slot = (unsigned)(head - sp->pages);
     } else {
+        shoal_span_t s;
+        if (!shoal_pool_claim(shoal_large_order(n > align ? n : align), &s))
+            return NULL;
         shoal_heap_grew();      /* the footprint grows */
+        sp = s.sp;
+        slot = s.slot;
+        have = 1u << s.order;
+        known_zero = s.zero;
     }
-    count_live(h, order, 1, true);
-    return shoal_large_make(&s, n, zero);
+    count_live(h, want, 1, true);
+    return shoal_large_make(sp, slot, have, n, zero, known_zero);
 }
 
 /* Push head onto a cache, making room from the largest blocks cached
  * (one eviction frees the most); false if it is larger than a cache. */
 static bool stack_push(shoal_page_t **stacks, unsigned *slots, shoal_page_t *head)
 {
-    unsigned order = head->order, size = 1u << order;
-    if (size > SHOAL_LARGE_CACHE_SLOTS)
+    unsigned held = shoal_large_held(head);
+    if (held > SHOAL_LARGE_CACHE_SLOTS)
         return false;
-    for (unsigned o = SHOAL_MAX_ORDER; *slots + size > SHOAL_LARGE_CACHE_SLOTS;) {
+    for (unsigned o = SHOAL_LARGE_SLOTS; *slots + held > SHOAL_LARGE_CACHE_SLOTS;) {
         if (stacks[o] == NULL) {
             o--;
             continue;
         }
-        release(shoal_large_stack_take(stacks, slots, o), 1u << o);
+        release(shoal_large_stack_take(stacks, slots, o), o);
         shoal_purger_start();
     }
     shoal_large_unmake(head);
-    head->next = stacks[order];
-    stacks[order] = head;
-    *slots += size;
+    head->next = stacks[held];
+    stacks[held] = head;
+    *slots += held;
     return true;
 }
 
@@ -131,22 +139,22 @@ void shoal_heap_large_free(shoal_page_t *head)
     shoal_heap_t *h = shoal_heap_of_thread();
     unsigned *slots;
     shoal_page_t **stacks = slow_stacks(h, &slots);
-    count_live(h, head->order, -1, false);
+    count_live(h, shoal_large_held(head), -1, false);
     if (stacks != NULL && stack_push(stacks, slots, head))
         return;
     shoal_large_unmake(head);
-    release(head, 1u << head->order);
+    release(head, shoal_large_held(head));
     shoal_purger_start();
 }
 
 void *shoal_heap_large_resize(shoal_page_t *head, size_t n)
 {
     shoal_heap_t *h = shoal_tl_heap;
-    unsigned old = head->order;
+    unsigned old = shoal_large_held(head);
     void *p = shoal_large_resize(head, n);
-    if (p != NULL && head->order != old) {
+    if (p != NULL && shoal_large_held(head) != old) {
         count_live(h, old, -1, false);
-        count_live(h, head->order, 1, false);
+        count_live(h, shoal_large_held(head), 1, false);
     }
     return p;
 }

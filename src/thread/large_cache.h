@@ -2,10 +2,10 @@
  * of recently freed ones.
  *
  * A freed large block stays with the heap of the thread that freed it,
- * on a stack per order linked through its head descriptor's `next`, up
- * to SHOAL_LARGE_CACHE_SLOTS slots in all: a free and a malloc of the
- * same order meet there as a push and a pop, with no atomic operation,
- * no lock and no clock.  The idle sweep gives the cache back to the pool
+ * on a stack per number of slots linked through its head descriptor's
+ * `next`, up to SHOAL_LARGE_CACHE_SLOTS slots in all: a free and a
+ * malloc of the same number of slots meet there as a push and a pop,
+ * with no atomic operation, no lock and no clock.  The idle sweep gives the cache back to the pool
  * when no large block was taken from it since the sweep before.
  *
  * While heap profiling is on the cache is closed to the fast paths, whose
@@ -17,7 +17,7 @@
  * sampled heap's are closed for good and hold nothing.
  *
  * Counting: a heap counts the large blocks it hands out (cumulative) and
- * those live by order (out minus back, possibly in different heaps);
+ * those live by slots held (out minus back, possibly in different heaps);
  * frees and bytes are derived from them (shoal_heap_stats).
  */
 #ifndef SHOAL_LARGE_CACHE_H
@@ -29,54 +29,49 @@
 /* Large-block counters of threads that have no heap (their exit handler
  * ran): atomic, on slow paths only. */
 extern _Atomic uint64_t shoal_large_orphan_allocs;
-extern _Atomic uint64_t shoal_large_orphan_live[SHOAL_MAX_ORDER + 1];
+extern _Atomic uint64_t shoal_large_orphan_live[SHOAL_LARGE_SLOTS + 1];
 
-/* Take the top block off the stack of `order` of a cache (its stacks
- * and its count of slots; the stack must hold one). */
+/* Take the top block off the stack of blocks of `held` slots of a cache
+ * (its stacks and its count of slots; the stack must hold one). */
 static inline shoal_page_t *shoal_large_stack_take(shoal_page_t **stacks, unsigned *slots,
-                                                   unsigned order)
+                                                   unsigned held)
 {
-    shoal_page_t *head = stacks[order];
-    stacks[order] = head->next;
-    *slots -= 1u << order;
+    shoal_page_t *head = stacks[held];
+    stacks[held] = head->next;
+    *slots -= held;
     return head;
 }
 
-static inline shoal_page_t *shoal_large_cache_take(shoal_heap_t *h, unsigned order)
-{
-    return shoal_large_stack_take(h->large_free, &h->large_cached_slots, order);
-}
-
 /* The malloc fast path for n bytes, SHOAL_MEDIUM_MAX < n <= SHOAL_LARGE_MAX:
- * a cached block of exactly its order, or NULL (the empty heap caches
- * nothing, so a thread without a heap gets NULL too). */
+ * a cached block of exactly its number of slots, or NULL (the empty heap
+ * caches nothing, so a thread without a heap gets NULL too). */
 static inline void *shoal_large_cache_pop(shoal_heap_t *h, size_t n)
 {
-    unsigned order = shoal_large_order(n);
-    if (h->large_free[order] == NULL)
+    unsigned held = shoal_large_slots(n);
+    if (h->large_free[held] == NULL)
         return NULL;
-    shoal_page_t *head = shoal_large_cache_take(h, order);
+    shoal_page_t *head = shoal_large_stack_take(h->large_free, &h->large_cached_slots, held);
     h->large_cache_used = true;
     head->kind = SHOAL_SLOT_LARGE;
-    shoal_count(&h->stats.large_live[order], 1);
+    shoal_count(&h->stats.large_live[held], 1);
     shoal_count(&h->stats.large_allocs, 1);
     return head->start;
 }
 
 /* The free fast path: push the block whose head is `head` onto h's
- * stack of its order; false, and nothing done, when that would take the
- * cache over SHOAL_LARGE_CACHE_SLOTS (the empty heap's cache counts as
- * over it, so a thread without a heap keeps nothing). */
+ * stack of its number of slots; false, and nothing done, when that would
+ * take the cache over SHOAL_LARGE_CACHE_SLOTS (the empty heap's cache
+ * counts as over it, so a thread without a heap keeps nothing). */
 static inline bool shoal_large_cache_push(shoal_heap_t *h, shoal_page_t *head)
 {
-    unsigned order = head->order, slots = 1u << order;
-    if (h->large_cached_slots + slots > SHOAL_LARGE_CACHE_SLOTS)
+    unsigned held = shoal_large_held(head);
+    if (h->large_cached_slots + held > SHOAL_LARGE_CACHE_SLOTS)
         return false;
-    shoal_count(&h->stats.large_live[order], (uint64_t)-1);
+    shoal_count(&h->stats.large_live[held], (uint64_t)-1);
     shoal_large_unmake(head);
-    head->next = h->large_free[order];
-    h->large_free[order] = head;
-    h->large_cached_slots += slots;
+    head->next = h->large_free[held];
+    h->large_free[held] = head;
+    h->large_cached_slots += held;
     return true;
 }
 

@@ -397,6 +397,34 @@ static void test_grow_in_place(void **state)
     release_all_held();
 }
 
+/* A run claim takes free slots in a row wherever they lie, aligned or
+ * not, one that ends where a taken slot does first (runs fill gaps). */
+static void test_claim_run_anywhere(void **state)
+{
+    (void)state;
+    shoal_superpage_t *f = fill_pool();
+    for (unsigned s = 5; s < 8; s++)
+        release_held(f, s);                     /* the only three in a row */
+    shoal_span_t r;
+    assert_true(shoal_pool_claim_run(3, &r));
+    assert_ptr_equal(r.sp, f);
+    assert_int_equal(r.slot, 5);
+    hold(f, 5, 3);
+    assert_int_equal(occupied(f), ~(uint64_t)0);
+    for (unsigned s = 9; s < 14; s++)
+        release_held(f, s);                     /* 9..13 free, 14 taken */
+    assert_true(shoal_pool_claim_run(2, &r));
+    assert_ptr_equal(r.sp, f);
+    assert_int_equal(r.slot, 12);               /* snug against 14 */
+    hold(f, 12, 2);
+    assert_true(shoal_pool_claim_run(3, &r));
+    assert_ptr_equal(r.sp, f);
+    assert_int_equal(r.slot, 9);
+    hold(f, 9, 3);
+    assert_int_equal(occupied(f), ~(uint64_t)0);
+    release_all_held();
+}
+
 /* Purged slots read as zero, and the claim that gets them says so; a
  * claimed slot is never purged; without force a slot waits one pass. */
 static void test_purge_zeroes_free_slots(void **state)
@@ -708,6 +736,7 @@ int main(void)
         cmocka_unit_test_teardown(test_buddies_coalesce, release_leftovers),
         cmocka_unit_test_teardown(test_release_part_of_block, release_leftovers),
         cmocka_unit_test_teardown(test_grow_in_place, release_leftovers),
+        cmocka_unit_test_teardown(test_claim_run_anywhere, release_leftovers),
         cmocka_unit_test_teardown(test_purge_zeroes_free_slots, release_leftovers),
         cmocka_unit_test_teardown(test_purge_lazy_mode, release_leftovers),
         cmocka_unit_test_teardown(test_max_memory_refuses_growth, release_leftovers),

@@ -77,24 +77,51 @@ static uint64_t lone_runs(uint64_t cand, unsigned order)
     return cand & ~buddy_free;
 }
 
-/* Best fit among `among`, a subset of the free runs `cand`. */
-static unsigned pick(uint64_t cand, uint64_t among, unsigned order)
+/* What a claim asks for, its shape: a buddy block of 2^order slots,
+ * aligned to its size (the shape is the order), or RUN | n: n slots
+ * anywhere (a large block of the natural alignment). */
+#define RUN 0x100u
+
+static unsigned shape_slots(unsigned shape)
 {
-    uint64_t lone = among & lone_runs(cand, order);
-    return (unsigned)__builtin_ctzll(lone ? lone : among);
+    return shape & RUN ? shape & ~RUN : 1u << shape;
 }
 
-/* The free runs of a superpage for a claim of `order`, and among them
+/* Slots where a run of the shape, all of its bits set in m, starts. */
+static uint64_t shape_starts(uint64_t m, unsigned shape)
+{
+    if (!(shape & RUN))
+        return run_starts(m, shape);
+    /* Runs of len bits, len doubling, then of n: a run of len ANDed with
+     * the one n - len on (n - len < len) covers n. */
+    unsigned n = shape & ~RUN, len = 1;
+    for (; len * 2 <= n; len *= 2)
+        m &= m >> len;
+    return len < n ? m & (m >> (n - len)) : m;
+}
+
+/* Best fit among `among`, a subset of the free runs `cand`: for a buddy
+ * block one whose buddy is taken; for a run one that ends where a taken
+ * slot (or the superpage) does, so that runs fill gaps and leave the
+ * free space around them whole. */
+static unsigned pick(uint64_t cand, uint64_t room, uint64_t among, unsigned shape)
+{
+    uint64_t snug = shape & RUN ? among & ~(room >> shape_slots(shape))
+                                : among & lone_runs(cand, shape);
+    return (unsigned)__builtin_ctzll(snug ? snug : among);
+}
+
+/* The free runs of a superpage for a claim of the shape, and among them
  * the "warm" ones, every slot of which is dirty: reusing memory that is
  * resident already costs no page fault and no RSS, so claims take warm
  * runs first and the process's footprint follows its live memory, not
  * the history of which slots it once used. */
-static uint64_t free_runs(const shoal_superpage_t *sp, uint64_t occ, unsigned order,
+static uint64_t free_runs(const shoal_superpage_t *sp, uint64_t occ, unsigned shape,
                           uint64_t *warm)
 {
-    uint64_t cand = run_starts(~occ, order);
+    uint64_t cand = shape_starts(~occ, shape);
     uint64_t dirty = atomic_load_explicit(&sp->dirty, memory_order_relaxed);
-    *warm = cand & run_starts(~occ & dirty, order);
+    *warm = cand & shape_starts(~occ & dirty, shape);
     return cand;
 }
 
@@ -202,11 +229,11 @@ out:
  * a warm run: a bounded search, so a claim in a big pool stays cheap. */
 #define CLAIM_LOOKAHEAD 4
 
-/* The superpage a claim of `order` should try: from the hint (the lowest
+/* The superpage a claim of the shape should try: from the hint (the lowest
  * superpage recently released into) on, the first with a warm run within
  * the lookahead, else the first with any free run; -1 if none has one.
  * With `warm_only`, only a warm run anywhere will do. */
-static long choose(unsigned order, size_t n, bool warm_only)
+static long choose(unsigned shape, size_t n, bool warm_only)
 {
     size_t hint = atomic_load_explicit(&claim_hint, memory_order_relaxed);
     long first = -1;
@@ -216,7 +243,7 @@ static long choose(unsigned order, size_t n, bool warm_only)
         shoal_superpage_t *sp = sp_table[i];
         uint64_t warm;
         uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
-        if (free_runs(sp, occ, order, &warm) == 0)
+        if (free_runs(sp, occ, shape, &warm) == 0)
             continue;
         if (warm != 0)
             return (long)i;
@@ -231,20 +258,21 @@ static long choose(unsigned order, size_t n, bool warm_only)
 
 enum claim_result { CLAIMED, RACED, REFUSED };
 
-/* Claim a block of `order` in superpage i (warm runs first), or, with
+/* Claim a block of the shape in superpage i (warm runs first), or, with
  * max_slots > 0, up to that many single slots (order 0) in one CAS. */
-static enum claim_result claim_at(size_t i, unsigned order, unsigned max_slots,
+static enum claim_result claim_at(size_t i, unsigned shape, unsigned max_slots,
                                   shoal_span_t *out, unsigned *got)
 {
     shoal_superpage_t *sp = sp_table[i];
     uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
     uint64_t mask;
     do {
-        uint64_t warm, cand = free_runs(sp, occ, order, &warm);
+        uint64_t warm, cand = free_runs(sp, occ, shape, &warm);
         if (cand == 0)
             return RACED;
         if (max_slots == 0) {
-            mask = slots_mask(pick(cand, warm ? warm : cand, order), 1u << order);
+            unsigned at = pick(cand, ~occ, warm ? warm : cand, shape);
+            mask = slots_mask(at, shape_slots(shape));
         } else {
             /* Warm slots first, each kind taking lone slots (whose buddy
              * is taken) before halves of free pairs. */
@@ -265,10 +293,11 @@ static enum claim_result claim_at(size_t i, unsigned order, unsigned max_slots,
     *got = 0;
     for (uint64_t m = kept; m != 0; m &= m - 1) {
         unsigned slot = (unsigned)__builtin_ctzll(m);
-        out[*got] = (shoal_span_t){ sp, slot, order, false };
+        out[*got] = (shoal_span_t){ sp, slot, shape & RUN ? 0 : shape, false };
         out[*got].zero = max_slots == 0 ? clean == kept : ((clean >> slot) & 1) != 0;
         if (out[*got].zero && shoal_opt(ALLOC_OPTION_PREFAULT))
-            shoal_os_prefault(shoal_slot_addr(sp, slot), SHOAL_SLOT_SIZE << order);
+            shoal_os_prefault(shoal_slot_addr(sp, slot),
+                              (size_t)SHOAL_SLOT_SIZE * shape_slots(shape));
         ++*got;
         if (max_slots == 0)
             break;
@@ -279,16 +308,16 @@ static enum claim_result claim_at(size_t i, unsigned order, unsigned max_slots,
 /* The claims' common loop: choose a superpage, claim there, grow the pool
  * when none has room.  When the committed account refuses clean slots,
  * only warm ones (charged already) can be had. */
-static unsigned claim(unsigned order, unsigned max_slots, shoal_span_t *out)
+static unsigned claim(unsigned shape, unsigned max_slots, shoal_span_t *out)
 {
     bool warm_only = false;
     for (;;) {
         size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
-        long i = choose(order, n, warm_only);
+        long i = choose(shape, n, warm_only);
         if (i < 0) {
             if (warm_only && shoal_opt(ALLOC_OPTION_VERBOSE))
                 shoal_warning("no room under MAX_MEMORY for a block of %u KiB (%zu committed, "
-                              "MAX_MEMORY %ld)", 64u << order, shoal_commit_charged(),
+                              "MAX_MEMORY %ld)", 64u * shape_slots(shape), shoal_commit_charged(),
                               shoal_opt(ALLOC_OPTION_MAX_MEMORY));
             if (warm_only || !grow(n)) {
                 errno = ENOMEM;
@@ -297,7 +326,7 @@ static unsigned claim(unsigned order, unsigned max_slots, shoal_span_t *out)
             continue;
         }
         unsigned got;
-        switch (claim_at((size_t)i, order, max_slots, out, &got)) {
+        switch (claim_at((size_t)i, shape, max_slots, out, &got)) {
         case CLAIMED:
             return got;
         case REFUSED:
@@ -317,6 +346,11 @@ bool shoal_pool_claim(unsigned order, shoal_span_t *out)
 unsigned shoal_pool_claim_slots(unsigned max, shoal_span_t *out)
 {
     return claim(0, max, out);
+}
+
+bool shoal_pool_claim_run(unsigned count, shoal_span_t *out)
+{
+    return claim(RUN | count, 0, out) != 0;
 }
 
 void shoal_pool_release(shoal_superpage_t *sp, unsigned slot, unsigned count)

@@ -48,6 +48,11 @@ typedef struct shoal_span_s {
  * refuses. */
 bool shoal_pool_claim(unsigned order, shoal_span_t *out);
 
+/* Claim `count` slots in a row (1..SHOAL_SP_SLOTS - 1), wherever they lie
+ * in a superpage (dirty ones first), as shoal_pool_claim does: out->order
+ * says nothing. */
+bool shoal_pool_claim_run(unsigned count, shoal_span_t *out);
+
 /* Claim up to `max` single slots of one superpage in one CAS, wherever
  * they lie in it (dirty ones first); at least one unless it returns 0
  * with errno ENOMEM.  The pool grows only when no superpage has a free

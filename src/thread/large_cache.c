@@ -99,13 +99,19 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
         sp = shoal_superpage_of(head);
         slot = (unsigned)(head - sp->pages);
     } else {
+        /* At the alignment every slot has, any run of free slots will do
+         * (they pack: a block of more than 1 MiB placed at its power of
+         * two could only take a superpage's upper half); above it, the
+         * buddy block of the power of two that holds the alignment. */
         shoal_span_t s;
-        if (!shoal_pool_claim(shoal_large_order(n > align ? n : align), &s))
+        bool run = align <= SHOAL_SLOT_SIZE;
+        if (run ? !shoal_pool_claim_run(want, &s)
+                : !shoal_pool_claim(shoal_large_order(n > align ? n : align), &s))
             return NULL;
         shoal_heap_grew();      /* the footprint grows */
         sp = s.sp;
         slot = s.slot;
-        have = 1u << s.order;
+        have = run ? want : 1u << s.order;
         known_zero = s.zero;
     }
     count_live(h, want, 1, true);

@@ -2,6 +2,7 @@
 #include "large.h"
 
 #include <string.h>
+#include "purge.h"
 
 void *shoal_large_make(shoal_superpage_t *sp, unsigned slot, unsigned have, size_t n, bool zero,
                        bool known_zero)
@@ -12,8 +13,10 @@ void *shoal_large_make(shoal_superpage_t *sp, unsigned slot, unsigned have, size
     head->kind = SHOAL_SLOT_LARGE;
     void *p = shoal_slot_addr(sp, slot);
     head->start = p;
-    if (have > slots)
+    if (have > slots) {         /* free slots, dirty ones for the purge clock */
         shoal_pool_release(sp, slot + slots, have - slots);
+        shoal_purge_note_free();
+    }
     if (zero && !known_zero)
         memset(p, 0, n);
     return p;

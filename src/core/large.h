@@ -1,11 +1,11 @@
 /* large.h - blocks above SHOAL_MEDIUM_MAX up to SHOAL_LARGE_MAX: the
- * slots they reach, at the start of a pool block of the smallest order
- * that holds them (or their alignment), whose other slots go back to the
- * pool at once.  The block's head slot descriptor says LARGE, its size
- * in bytes (a whole number of slots: block_size) and where it starts;
- * nothing is written into the block itself.  A block is aligned to the
- * power of two it was placed for, so alignments up to 2 MiB cost
- * nothing.  Holding only its own slots, a block that reuses slots a
+ * slots they reach, at any run of free slots (a block of the natural
+ * alignment) or at the start of a pool block of the power of two that
+ * holds its alignment (up to 2 MiB, so alignments cost nothing), whose
+ * other slots go back to the pool at once.  The block's head slot
+ * descriptor says LARGE, its size in bytes (a whole number of slots:
+ * block_size) and where it starts; nothing is written into the block
+ * itself.  Holding only its own slots, a block that reuses slots a
  * larger one wrote keeps none of them resident past its end: what the
  * last one wrote there is free in the pool, for any claim, and purged
  * after the delay like any free slot.

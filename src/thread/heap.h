@@ -57,9 +57,11 @@ typedef struct shoal_heap_s {
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
-    shoal_page_t *large_free[SHOAL_LARGE_SLOTS + 1];    /* freed large blocks by slots (large_cache.h) */
+    /* Freed large blocks by slots held (large_cache.h), and the same
+     * while closed to the fast paths. */
+    shoal_page_t *large_free[SHOAL_LARGE_SLOTS + 1];
     unsigned large_cached_slots;
-    shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];    /* the same, while closed to the fast paths */
+    shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
     bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
@@ -187,7 +189,8 @@ typedef struct shoal_heap_stats_s {
     size_t structs, struct_bytes;       /* heap structs made, and their size each */
     uint64_t adopted, remote_frees, remote_received, remote_atomics;
     uint64_t large_allocs, large_frees, large_bytes;
-    uint64_t large_live[SHOAL_MAX_ORDER + 1], large_bin_bytes[SHOAL_MAX_ORDER + 1];  /* by order of size */
+    /* By order of size (the statistics' bins): blocks live, their bytes. */
+    uint64_t large_live[SHOAL_MAX_ORDER + 1], large_bin_bytes[SHOAL_MAX_ORDER + 1];
     uint64_t allocs[SHOAL_CLASSES], frees[SHOAL_CLASSES], pages[SHOAL_CLASSES];
 } shoal_heap_stats_t;
 void shoal_heap_stats(shoal_heap_stats_t *st);

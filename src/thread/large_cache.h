@@ -5,8 +5,9 @@
  * on a stack per number of slots linked through its head descriptor's
  * `next`, up to SHOAL_LARGE_CACHE_SLOTS slots in all: a free and a
  * malloc of the same number of slots meet there as a push and a pop,
- * with no atomic operation, no lock and no clock.  The idle sweep gives the cache back to the pool
- * when no large block was taken from it since the sweep before.
+ * with no atomic operation, no lock and no clock.  The idle sweep gives
+ * the cache back to the pool when no large block was taken from it since
+ * the sweep before.
  *
  * While heap profiling is on the cache is closed to the fast paths, whose
  * large blocks must go by the slow ones to be counted for sampling: its

@@ -368,8 +368,8 @@ size_t shoal_remote_receive(shoal_heap_t *h, shoal_remote_event_fn *event)
         }
         /* The loads of a block depend on the load of the link that
          * found it (ordered by cmm_smp_read_barrier_depends, as in
-         * liburcu's dequeue), so its sender's stores before the exchange - the user's data,
-         * the freed mark, the links - are visible.  TSan: each sender
+         * liburcu's dequeue), so its sender's stores before the exchange
+         * - the user's data, the freed mark, the links - are visible.  TSan: each sender
          * released the inbox before its exchange, and linked its batch
          * on after; the link that leads on from here was read. */
         cmm_smp_read_barrier_depends();

@@ -734,6 +734,25 @@ static void test_large_cut_purged_at_once(void **state)
     purge_restore(saved);
 }
 
+/* The same for the slots a realloc shrinking a large block in place
+ * gives back. */
+static void test_large_shrink_purged_at_once(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
+    alloc_collect(true);
+    char *big = alloc_malloc(2 * MiB);
+    assert_non_null(big);
+    fill_pat(big, 2 * MiB, 8);
+    char *q = alloc_realloc(big, 100 * KiB);    /* in place: 30 slots go back */
+    assert_ptr_equal(q, big);
+    assert_pattern(q, 100 * KiB, 8);
+    assert_int_equal(stats().pool_slots_dirty, 0);
+    alloc_free(q);
+    purge_restore(saved);
+}
+
 /* A failed realloc returns NULL and leaves the block as it was: too big a
  * size, an overflowing reallocarray, or MAX_MEMORY in the way. */
 static void test_realloc_failure_leaves_block(void **state)
@@ -1450,6 +1469,7 @@ int main(void)
         cmocka_unit_test(test_realloc_doubling_grows_in_place),
         cmocka_unit_test(test_large_cache),
         cmocka_unit_test(test_large_cut_purged_at_once),
+        cmocka_unit_test(test_large_shrink_purged_at_once),
         cmocka_unit_test(test_realloc_failure_leaves_block),
         cmocka_unit_test(test_max_memory_enomem),
         cmocka_unit_test(test_reallocarray),

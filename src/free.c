@@ -115,8 +115,11 @@ static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k
 }
 
 /* What the block-start test sends on: a large block goes to this
- * thread's cache with a push, a huge one into its huge slot; everything
- * else is rare.  (Every call here is a tail call: no frame.) */
+ * thread's cache with a push, a huge one into its huge slot, free(NULL)
+ * returns (C code calls it often: a parser's tree freed node by node,
+ * half of whose nodes have no key, made a free in nine go to
+ * shoal_classify); everything else is rare.  (Every call here is a tail
+ * call: no frame.) */
 static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kind k)
 {
     if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
@@ -126,6 +129,8 @@ static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kin
             return;
     } else if (k == SHOAL_CHUNK_HUGE) {
         free_huge(p, k);
+        return;
+    } else if (p == NULL) {
         return;
     }
     free_rare(p);

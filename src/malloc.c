@@ -240,13 +240,33 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
 
+/* An alignment above 16 bytes: the class of n rounded up to it holds
+ * blocks that are all aligned (shoal_class_for_aligned), and the heap's
+ * direct entry of the rounded size leads to that class's queue (with
+ * CACHELINE_ALIGN, to a class of 64-byte multiples: aligned as well), so
+ * the pop is malloc's.  Anything the head's first free block cannot
+ * serve - an empty list, a trap, a broken link - goes the generic way
+ * with the alignment. */
 SHOAL_ALLOC_PATH void *alloc_aligned(size_t align, size_t n)
 {
     if (shoal_unlikely(!shoal_is_pow2(align))) {
         errno = EINVAL;
         return NULL;
     }
-    return align <= SHOAL_ALIGN ? alloc_malloc(n) : alloc_generic(n, align, false);
+    if (align <= SHOAL_ALIGN)
+        return alloc_malloc(n);
+    /* n bounded first: rounding SIZE_MAX up would wrap to 0. */
+    size_t r = n <= SHOAL_MEDIUM_MAX ? shoal_align_up(n ? n : 1, align) : SIZE_MAX;
+    if (shoal_likely(r <= SHOAL_MEDIUM_MAX)) {
+        shoal_heap_t *h = shoal_tl_heap;
+        shoal_page_t *pg = page_for(h, r);
+        if (pg->free == NULL && pg->local_free != NULL)    /* as malloc refills */
+            shoal_page_take_local(pg);
+        shoal_block_t *b = pg->free;
+        if (shoal_likely(shoal_block_is_free(pg, b)))
+            return page_take(h, pg, b);
+    }
+    return alloc_generic(n, align, false);
 }
 
 void alloc_collect(bool force)

@@ -352,6 +352,39 @@ static void test_aligned_many_small(void **state)
     }
 }
 
+/* Aligned requests and plain ones of the same classes, freed and made
+ * again in turn: the aligned pops take recycled blocks from pages that
+ * plain mallocs share (and refill from the blocks freed into them). */
+static void test_aligned_reuse_mixed(void **state)
+{
+    (void)state;
+    enum { RING = 64, STEPS = 4000 };
+    static const size_t aligns[] = { 32, 64, 256, 4096 };
+    void *ring[RING] = { 0 };
+    size_t size[RING] = { 0 };
+    uint64_t seed[RING] = { 0 };
+    for (size_t k = 0; k < sizeof aligns / sizeof aligns[0]; k++) {
+        size_t a = aligns[k];
+        for (unsigned i = 0; i < STEPS; i++) {
+            unsigned s = i % RING;
+            if (ring[s] != NULL) {
+                recheck_aligned_block(ring[s], size[s], seed[s]);
+                alloc_free(ring[s]);
+            }
+            size[s] = 1 + (size_t)(i * 2654435761u) % (2 * a);
+            seed[s] = a * STEPS + i;
+            bool aligned = (i & 1) == 0;
+            ring[s] = aligned ? alloc_aligned(a, size[s]) : alloc_malloc(shoal_align_up(size[s], a));
+            check_aligned_block(ring[s], aligned ? a : SHOAL_ALIGN, size[s], seed[s]);
+        }
+        for (unsigned s = 0; s < RING; s++) {
+            recheck_aligned_block(ring[s], size[s], seed[s]);
+            alloc_free(ring[s]);
+            ring[s] = NULL;
+        }
+    }
+}
+
 static void test_aligned_bad_alignment_is_einval(void **state)
 {
     (void)state;
@@ -1461,6 +1494,7 @@ int main(void)
         cmocka_unit_test(test_too_big_is_enomem),
         cmocka_unit_test(test_aligned_every_power_of_two),
         cmocka_unit_test(test_aligned_many_small),
+        cmocka_unit_test(test_aligned_reuse_mixed),
         cmocka_unit_test(test_aligned_bad_alignment_is_einval),
         cmocka_unit_test(test_usable_size_is_writable),
         cmocka_unit_test(test_realloc_keeps_contents),

@@ -416,6 +416,11 @@ static void test_every_allocation_sampled(void **state)
         void *al = alloc_aligned(4096, n);
         assert_int_equal((uintptr_t)al % 4096, 0);
         alloc_free(al);
+        unsigned char *al64 = alloc_aligned(64, n);         /* malloc's pop, sampled */
+        assert_int_equal((uintptr_t)al64 % 64, 0);
+        memset(al64, 0x6b, n);
+        assert_int_equal(al64[n - 1], 0x6b);
+        alloc_free(al64);
     }
     blocks_t a;
     site_a(&a, 64, 64 << 10);

@@ -388,6 +388,8 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
     shoal_page_t *head = h->pages[cls];
+    if (shoal_page_has_free(head))      /* a call no fast path took: aligned, say */
+        return head;
     if (!shoal_page_local_empty(head)) {
         /* The page in use ran dry but has blocks its owner freed: the
          * cheapest refill there is. */

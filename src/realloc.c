@@ -5,11 +5,20 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
+#include "core/chunk_map.h"
 #include "profile.h"
 #include "thread/large_cache.h"
 
-/* In place if the block allows: a page block kept while it wastes less
- * than half (free_sized knows), a large or huge block that can shrink or
+/* Whether a page block of `have` bytes serves n in place: it holds them,
+ * and free_sized(p, n) takes it back - it wastes less than half, or it is
+ * of n's own class (a 16-byte block grown from 1 byte to 8 stays). */
+static inline bool page_block_keeps(size_t have, size_t n)
+{
+    return n <= have && (n > have / 2 || shoal_size_matches(have, n, SHOAL_ALIGN));
+}
+
+/* In place if the block allows: a page block page_block_keeps, a large
+ * or huge block that can shrink or
  * grow where it is.  NULL if it must move.  A large or huge block
  * resized in place is, to heap profiling, a free and a malloc of the new
  * size: its sample, if it had one, goes, and the new size is drawn (a
@@ -17,7 +26,7 @@
 static void *resize_in_place(void *p, const shoal_ptr_t *c, size_t old, size_t n)
 {
     if (c->kind == SHOAL_PTR_BLOCK)
-        return shoal_fits_without_waste(old, n) ? p : NULL;
+        return page_block_keeps(old, n) ? p : NULL;
     unsigned order;
     enum shoal_tier t = shoal_tier_of(n, SHOAL_ALIGN, &order);
     bool large = c->kind == SHOAL_PTR_LARGE && t == SHOAL_TIER_LARGE;
@@ -52,10 +61,10 @@ static void *alloc_to_grow(size_t n)
     return shoal_prof_after_big(q);     /* (the rest went back: shoal_large_make) */
 }
 
-SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
+/* realloc of p (not NULL) that does not keep it in place by the test in
+ * alloc_realloc (out of line: that test needs no frame). */
+static __attribute__((noinline)) void *realloc_slow(void *p, size_t n)
 {
-    if (p == NULL)
-        return alloc_malloc(n);
     if (n > SHOAL_MAX_REQUEST)
         return shoal_too_big();
     shoal_ptr_t c = shoal_classify(p);
@@ -73,6 +82,23 @@ SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
     memcpy(q, p, n < old ? n : old);
     alloc_free(p);
     return q;
+}
+
+SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
+{
+    if (p == NULL)
+        return alloc_malloc(n);
+    /* The common case first, by free's tests (chunk map, a carved block's
+     * start in its page's first slot, no freed mark): a live page block
+     * that keeps, returned without classifying it. */
+    if (shoal_likely(shoal_chunk_of(p) == SHOAL_CHUNK_SUPERPAGE)) {
+        shoal_page_t *pg = shoal_slot_desc(p);
+        if (shoal_block_is_start_in_slot(pg, p) &&
+            ((const shoal_block_t *)p)->freed != shoal_freed_mark(pg) &&
+            page_block_keeps(pg->block_size, n))
+            return p;
+    }
+    return realloc_slow(p, n);
 }
 
 SHOAL_ALLOC_PATH void *alloc_reallocarray(void *p, size_t count, size_t size)

@@ -523,6 +523,36 @@ static void test_realloc_keeps_contents(void **state)
         alloc_free(b[i]);
 }
 
+/* A small block grown and shrunk within its class stays where it is
+ * (free_sized takes it back at the size it ended with); one shrunk to
+ * less than half moves to a smaller class. */
+static void test_realloc_small_in_place(void **state)
+{
+    (void)state;
+    char *p = alloc_malloc(1);
+    assert_non_null(p);
+    p[0] = 1;
+    for (size_t k = 2; k <= 16; k++) {
+        char *q = alloc_realloc(p, k);
+        assert_ptr_equal(q, p);
+        for (size_t i = 0; i + 1 < k; i++)
+            assert_int_equal(p[i], (char)(i + 1));
+        p[k - 1] = (char)k;
+    }
+    assert_ptr_equal(alloc_realloc(p, 3), p);
+    assert_int_equal(p[2], 3);
+    alloc_free_sized(p, 3);
+
+    char *big = alloc_malloc(1000);
+    fill_pat(big, 1000, 41);
+    assert_ptr_equal(alloc_realloc(big, 600), big);     /* wastes less than half */
+    char *small = alloc_realloc(big, 100);
+    assert_ptr_not_equal(small, big);
+    assert_true(alloc_usable_size(small) < 200);
+    assert_pattern(small, 100, 41);
+    alloc_free_sized(small, 100);
+}
+
 /* A huge block grows into a bigger one: in place when the address space
  * after its mapping is free, else by moving the pages to a new mapping.
  * A page mapped right after the block forces the move. */
@@ -1498,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_aligned_bad_alignment_is_einval),
         cmocka_unit_test(test_usable_size_is_writable),
         cmocka_unit_test(test_realloc_keeps_contents),
+        cmocka_unit_test(test_realloc_small_in_place),
         cmocka_unit_test(test_realloc_huge_grows),
         cmocka_unit_test(test_realloc_large_in_place),
         cmocka_unit_test(test_realloc_doubling_grows_in_place),

@@ -285,6 +285,15 @@ static void realloc_freed(void)
     alloc_realloc(p, 200);
 }
 
+/* The same where the size would keep the block in place (realloc's
+ * quick test reads the freed mark). */
+static void realloc_freed_in_place(void)
+{
+    char *p = expected_addr = alloc_malloc(100);
+    alloc_free(p);
+    alloc_realloc(p, 100);
+}
+
 static void usable_size_interior(void)
 {
     char *p = alloc_malloc(1000);
@@ -397,6 +406,7 @@ CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
+CASE(realloc_freed_in_place, "double free", "(realloc,")
 CASE(usable_size_interior, "inside a block", "(usable_size,")
 
 static void test_bad_sizes_and_alignments(void **state)
@@ -446,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_forged_link),
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),
+        cmocka_unit_test(test_realloc_freed_in_place),
         cmocka_unit_test(test_usable_size_interior),
         cmocka_unit_test(test_bad_sizes_and_alignments),
     };

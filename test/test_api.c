@@ -778,41 +778,31 @@ static void test_large_cache(void **state)
     assert_int_equal(stats().large_live, before.large_live);
 }
 
-/* With PURGE_DELAY_MS 0 the slots a cut from a cached large block gives
- * back are purged at once, as every other free slot is. */
+/* With PURGE_DELAY_MS 0 the slots a large block gives back when it is
+ * cut smaller are purged at once, as every other free slot is: a cut
+ * from a cached block (malloc), and an in-place shrink (realloc). */
 static void test_large_cut_purged_at_once(void **state)
 {
     (void)state;
     long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
-    alloc_collect(true);
-    char *big = alloc_malloc(2 * MiB);
-    assert_non_null(big);
-    fill_pat(big, 2 * MiB, 7);
-    alloc_free(big);                    /* cached, whole */
-    char *q = alloc_malloc(100 * KiB);  /* cut from it: 30 slots go back */
-    assert_ptr_equal(q, big);
-    assert_int_equal(stats().pool_slots_dirty, 0);
-    alloc_free(q);
-    purge_restore(saved);
-}
-
-/* The same for the slots a realloc shrinking a large block in place
- * gives back. */
-static void test_large_shrink_purged_at_once(void **state)
-{
-    (void)state;
-    long saved = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
-    alloc_collect(true);
-    char *big = alloc_malloc(2 * MiB);
-    assert_non_null(big);
-    fill_pat(big, 2 * MiB, 8);
-    char *q = alloc_realloc(big, 100 * KiB);    /* in place: 30 slots go back */
-    assert_ptr_equal(q, big);
-    assert_pattern(q, 100 * KiB, 8);
-    assert_int_equal(stats().pool_slots_dirty, 0);
-    alloc_free(q);
+    for (int by_realloc = 0; by_realloc < 2; by_realloc++) {
+        alloc_collect(true);
+        char *big = alloc_malloc(2 * MiB);
+        assert_non_null(big);
+        fill_pat(big, 2 * MiB, 7);
+        char *q;
+        if (by_realloc) {
+            q = alloc_realloc(big, 100 * KiB);  /* in place: 30 slots go back */
+            assert_pattern(q, 100 * KiB, 7);
+        } else {
+            alloc_free(big);                    /* cached, whole */
+            q = alloc_malloc(100 * KiB);        /* cut from it: 30 slots go back */
+        }
+        assert_ptr_equal(q, big);
+        assert_int_equal(stats().pool_slots_dirty, 0);
+        alloc_free(q);
+    }
     purge_restore(saved);
 }
 
@@ -1534,7 +1524,6 @@ int main(void)
         cmocka_unit_test(test_realloc_doubling_grows_in_place),
         cmocka_unit_test(test_large_cache),
         cmocka_unit_test(test_large_cut_purged_at_once),
-        cmocka_unit_test(test_large_shrink_purged_at_once),
         cmocka_unit_test(test_realloc_failure_leaves_block),
         cmocka_unit_test(test_max_memory_enomem),
         cmocka_unit_test(test_reallocarray),

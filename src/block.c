@@ -118,6 +118,11 @@ size_t shoal_usable_or_fault(const void *p, const char *fn)
 
 size_t alloc_usable_size(const void *p)
 {
+    /* The common case without classifying p: Redis asks at every
+     * zmalloc and zfree. */
+    const shoal_page_t *pg = shoal_live_page_block(p);
+    if (shoal_likely(pg != NULL))
+        return pg->block_size;
     return p == NULL ? 0 : shoal_usable_or_fault(p, "usable_size");
 }
 

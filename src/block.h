@@ -2,16 +2,19 @@
  * and which tier serves a request: one answer each, which malloc.c,
  * free.c and realloc.c share.  (free's fast path tests the one case it
  * handles itself - the start of a block in a page's first slot - and
- * asks here for everything else.)
+ * asks here for everything else; realloc and usable_size test the same
+ * case first, with shoal_live_page_block.)
  */
 #ifndef SHOAL_BLOCK_H
 #define SHOAL_BLOCK_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "core/chunk_map.h"
 #include "core/huge.h"
 #include "core/large.h"
 #include "core/options.h"
+#include "core/pool.h"
 #include "core/size_class.h"
 
 /* The tier of a request of n bytes at alignment `align`, and in *cls its
@@ -51,6 +54,20 @@ typedef struct shoal_ptr_s {
     shoal_huge_t *huge;
     bool sampled;               /* a large or huge block heap profiling sampled */
 } shoal_ptr_t;
+
+/* The page of p, if p is a live block at the start of its page's first
+ * slot (free's tests: the chunk map, the block-start test, no freed
+ * mark); NULL for anything else, which shoal_classify answers. */
+static inline shoal_page_t *shoal_live_page_block(const void *p)
+{
+    if (shoal_chunk_of(p) != SHOAL_CHUNK_SUPERPAGE)
+        return NULL;
+    shoal_page_t *pg = shoal_slot_desc(p);
+    if (!shoal_block_is_start_in_slot(pg, p) ||
+        ((const shoal_block_t *)p)->freed == shoal_freed_mark(pg))
+        return NULL;
+    return pg;
+}
 
 /* What p is.  Reads the chunk map before any metadata, so a pointer
  * shoal never handed out is never dereferenced. */

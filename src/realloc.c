@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
-#include "core/chunk_map.h"
 #include "profile.h"
 #include "thread/large_cache.h"
 
@@ -88,16 +87,11 @@ SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
 {
     if (p == NULL)
         return alloc_malloc(n);
-    /* The common case first, by free's tests (chunk map, a carved block's
-     * start in its page's first slot, no freed mark): a live page block
-     * that keeps, returned without classifying it. */
-    if (shoal_likely(shoal_chunk_of(p) == SHOAL_CHUNK_SUPERPAGE)) {
-        shoal_page_t *pg = shoal_slot_desc(p);
-        if (shoal_block_is_start_in_slot(pg, p) &&
-            ((const shoal_block_t *)p)->freed != shoal_freed_mark(pg) &&
-            page_block_keeps(pg->block_size, n))
-            return p;
-    }
+    /* The common case first: a live page block that keeps, returned
+     * without classifying it. */
+    const shoal_page_t *pg = shoal_live_page_block(p);
+    if (shoal_likely(pg != NULL) && page_block_keeps(pg->block_size, n))
+        return p;
     return realloc_slow(p, n);
 }
 

@@ -144,7 +144,7 @@ static void *alloc_tier(size_t n, size_t align, bool zero)
         return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
     }
     case SHOAL_TIER_LARGE:
-        return shoal_prof_after_big(shoal_heap_large_alloc(n, align, zero));
+        return shoal_prof_after_big(shoal_heap_large_alloc(n, align, zero, false));
     case SHOAL_TIER_HUGE:
         break;
     }

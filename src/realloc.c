@@ -52,7 +52,7 @@ static void *alloc_to_grow(size_t n)
     if (room > SHOAL_MAX_ORDER)
         room = SHOAL_MAX_ORDER;
     int saved = errno;
-    void *q = shoal_heap_large_alloc(n, SHOAL_SLOT_SIZE << room, false);
+    void *q = shoal_heap_large_alloc(n, SHOAL_SLOT_SIZE << room, false, true);
     if (q == NULL) {
         errno = saved;          /* no room is no failure: the plain way next */
         return alloc_malloc(n);

@@ -685,6 +685,34 @@ static void test_realloc_doubling_grows_in_place(void **state)
         alloc_free(around[i]);
 }
 
+/* A block a growing buffer moves into has room after it: not a cached
+ * block of just its size (which the next doubling would leave again),
+ * even one at the boundary the room asks for.  A 128 KiB block at a
+ * 512 KiB boundary, with a block right after it, is freed into the
+ * cache; a buffer grown from 60 KiB then moves once, into the large
+ * tier, and grows in place from there. */
+static void test_realloc_growth_skips_cached_fit(void **state)
+{
+    (void)state;
+    alloc_collect(true);
+    long saved = purge_off();
+    char *fit = alloc_aligned(512 * KiB, 128 * KiB);
+    char *after = alloc_malloc(6 * 64 * KiB);
+    assert_ptr_equal(after, fit + 128 * KiB);   /* the slots it left, snug after it */
+    alloc_free(fit);                            /* cached: 2 slots, at 512 KiB */
+    uint64_t seed = 88;
+    char *p = alloc_malloc(60 * KiB);
+    fill_pat(p, 60 * KiB, seed);
+    p = realloc_checked(p, 60 * KiB, 120 * KiB, &seed);
+    char *q = realloc_checked(p, 120 * KiB, 250 * KiB, &seed);
+    assert_ptr_equal(q, p);
+    q = realloc_checked(q, 250 * KiB, 500 * KiB, &seed);
+    assert_ptr_equal(q, p);
+    alloc_free(q);
+    alloc_free(after);
+    purge_restore(saved);
+}
+
 /* A freed large block stays with the thread that freed it, on a stack of
  * its number of 64 KiB slots: the next malloc of that many gets it back
  * (contents of the new owner checked), the stacks hold at most 2 MiB in
@@ -1522,6 +1550,7 @@ int main(void)
         cmocka_unit_test(test_realloc_huge_grows),
         cmocka_unit_test(test_realloc_large_in_place),
         cmocka_unit_test(test_realloc_doubling_grows_in_place),
+        cmocka_unit_test(test_realloc_growth_skips_cached_fit),
         cmocka_unit_test(test_large_cache),
         cmocka_unit_test(test_large_cut_purged_at_once),
         cmocka_unit_test(test_realloc_failure_leaves_block),

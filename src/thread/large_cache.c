@@ -74,7 +74,7 @@ void shoal_large_cache_close(shoal_heap_t *h, bool closed)
     h->large_cached_slots = closed ? SHOAL_LARGE_CACHE_CLOSED : slots;
 }
 
-void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
+void *shoal_heap_large_alloc(size_t n, size_t align, bool zero, bool grow)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
     unsigned want = shoal_large_slots(n);
@@ -83,10 +83,15 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero)
      * and freed serves the next, smaller start of the same cycle from
      * the same slots, rather than the cache filling with big blocks and
      * every cycle touching new memory.  Its slots past the new block's
-     * go back to the pool (shoal_large_make). */
+     * go back to the pool (shoal_large_make).  A block to grow into
+     * must hold the whole aligned run: a cached block of just its size
+     * has no room after it, the next doubling would leave it again, and
+     * the cycle would repeat from the cache at every start (once a page
+     * claim had taken a run's tail, bench/ footprint's buffer moved at
+     * each step). */
     unsigned *slots;
     shoal_page_t **stacks = slow_stacks(h, &slots);
-    unsigned have = want;
+    unsigned have = grow ? (unsigned)(align >> SHOAL_SLOT_SHIFT) : want;
     while (stacks != NULL && have <= SHOAL_LARGE_SLOTS &&
            (stacks[have] == NULL || ((uintptr_t)stacks[have]->start & (align - 1)) != 0))
         have++;

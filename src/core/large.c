@@ -4,10 +4,7 @@
 #include <string.h>
 #include "purge.h"
 
-/* Give slots [from, from + count) of sp back to the pool: dirty, so the
- * purge clock is told, or with PURGE_DELAY_MS 0 they would wait for the
- * next free of another kind to be purged. */
-static void release_tail(shoal_superpage_t *sp, unsigned from, unsigned count)
+void shoal_large_release(shoal_superpage_t *sp, unsigned from, unsigned count)
 {
     shoal_pool_release(sp, from, count);
     shoal_purge_note_free();
@@ -23,7 +20,7 @@ void *shoal_large_make(shoal_superpage_t *sp, unsigned slot, unsigned have, size
     void *p = shoal_slot_addr(sp, slot);
     head->start = p;
     if (have > slots)
-        release_tail(sp, slot + slots, have - slots);
+        shoal_large_release(sp, slot + slots, have - slots);
     if (zero && !known_zero)
         memset(p, 0, n);
     return p;
@@ -37,7 +34,7 @@ void *shoal_large_resize(shoal_page_t *head, size_t n)
     if (want > have && !shoal_pool_grow(sp, slot, have, want))
         return NULL;
     if (want < have)
-        release_tail(sp, slot + want, have - want);
+        shoal_large_release(sp, slot + want, have - want);
     head->block_size = want << SHOAL_SLOT_SHIFT;
     return shoal_slot_addr(sp, slot);
 }

@@ -42,6 +42,12 @@ static inline size_t shoal_large_usable(const shoal_page_t *head)
     return head->block_size;
 }
 
+/* Give slots [from, from + count) of sp back to the pool: dirty, so the
+ * purge clock is told, or with PURGE_DELAY_MS 0 they would wait for the
+ * next free of another kind to be purged.  Every release of a large
+ * block's slots goes this way. */
+void shoal_large_release(shoal_superpage_t *sp, unsigned from, unsigned count);
+
 /* Make `have` claimed slots from slot `slot` of sp a large block holding
  * n bytes: the slots past the block's go back to the pool; zeroed if
  * asked and not `known_zero`. */

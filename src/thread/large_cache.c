@@ -1,8 +1,6 @@
 /* large_cache.c - a heap's cache of freed large blocks (large_cache.h). */
 #include "large_cache.h"
 
-#include "../core/purge.h"
-
 #include <string.h>
 
 /* Relaxed: statistics, nothing is published through them. */
@@ -32,8 +30,7 @@ static void count_live(shoal_heap_t *h, unsigned held, int dir, bool request)
 static void release(shoal_page_t *head, unsigned slots)
 {
     shoal_superpage_t *sp = shoal_superpage_of(head);
-    shoal_pool_release(sp, (unsigned)(head - sp->pages), slots);
-    shoal_purge_note_free();
+    shoal_large_release(sp, (unsigned)(head - sp->pages), slots);
 }
 
 /* The stacks the slow paths use, and their count of slots: NULL for a

@@ -79,7 +79,7 @@ static inline bool shoal_large_cache_push(shoal_heap_t *h, shoal_page_t *head)
 /* The rest of malloc's way to a large block: the smallest cached block
  * that holds it (its tail going back to the pool), else the pool.  With
  * `grow` (realloc's block to grow into), align is the run it is to start
- * (size_t << the order it may reach), and a cached block must hold all
+ * (a slot's size << the order it may reach), and a cached block must hold all
  * of it.  NULL with errno ENOMEM. */
 void *shoal_heap_large_alloc(size_t size, size_t align, bool zero, bool grow);
 

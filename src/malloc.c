@@ -187,6 +187,29 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_generic(size
     return p;
 }
 
+/* The page malloc or calloc found for n bytes, pg, the head of its
+ * class's queue, has no block left: the next page of the class, found
+ * as alloc_generic would - without the size check, the set-up and the
+ * class lookup, which a heap that has a page of the class has passed
+ * (pg's class is the one that serves n, CACHELINE_ALIGN or not).  The
+ * empty page heads every queue of a thread without a heap, and an
+ * empty queue: those, and a call that finds no memory (whose retry is
+ * alloc_generic's), go the generic way. */
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(shoal_page_t *pg, size_t n,
+                                                                      bool zero)
+{
+    if (shoal_unlikely(pg == &shoal_empty_page))
+        return alloc_generic(n, SHOAL_ALIGN, zero);
+    shoal_heap_prof_check();
+    pg = shoal_heap_find_page(pg->size_class);
+    if (shoal_unlikely(pg == NULL))
+        return alloc_generic(n, SHOAL_ALIGN, zero);
+    shoal_heap_t *h = shoal_tl_heap;
+    void *p = zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
+    shoal_purger_start();
+    return p;
+}
+
 /* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail
  * call from malloc, which so keeps no frame). */
 static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_huge(shoal_heap_t *h, size_t n)
@@ -222,7 +245,7 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
         shoal_page_take_local(pg);
         return page_pop(h, pg, n);
     }
-    return alloc_generic(n, SHOAL_ALIGN, false);
+    return alloc_page_dry(pg, n, false);
 }
 
 SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
@@ -236,6 +259,7 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
         if (shoal_likely(pg->free != NULL) ||
             (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
             return page_pop_zero(h, pg, n);
+        return alloc_page_dry(pg, n, true);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }

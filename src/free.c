@@ -13,6 +13,7 @@
 #include "shoal.h"
 
 #include "block.h"
+#include "override.h"
 #include "profile.h"
 #include "core/chunk_map.h"
 #include "core/message.h"
@@ -152,6 +153,9 @@ void alloc_free(void *p)
     }
     free_generic(p, k);
 }
+SHOAL_ALSO_NAMED(free, alloc_free)
+SHOAL_ALSO_NAMED(cfree, alloc_free)
+SHOAL_ALSO_NAMED(__libc_free, alloc_free)
 
 static void free_checked(void *p, size_t n, size_t align, const char *fn)
 {
@@ -171,9 +175,11 @@ void alloc_free_sized(void *p, size_t n)
 {
     free_checked(p, n, SHOAL_ALIGN, "free_sized");
 }
+SHOAL_ALSO_NAMED(free_sized, alloc_free_sized)
 
 void alloc_free_aligned_sized(void *p, size_t align, size_t n)
 {
     free_checked(p, n, align, "free_aligned_sized");
 }
+SHOAL_ALSO_NAMED(free_aligned_sized, alloc_free_aligned_sized)
 

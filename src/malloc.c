@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
+#include "override.h"
 #include "profile.h"
 #include "core/purge.h"
 #include "stats.h"
@@ -247,6 +248,8 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
     }
     return alloc_page_dry(pg, n, false);
 }
+SHOAL_ALSO_NAMED(malloc, alloc_malloc)
+SHOAL_ALSO_NAMED(__libc_malloc, alloc_malloc)
 
 SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
 {
@@ -263,6 +266,8 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }
+SHOAL_ALSO_NAMED(calloc, alloc_calloc)
+SHOAL_ALSO_NAMED(__libc_calloc, alloc_calloc)
 
 /* An alignment above 16 bytes: the class of n rounded up to it holds
  * blocks that are all aligned (shoal_class_for_aligned), and the heap's
@@ -292,6 +297,7 @@ SHOAL_ALLOC_PATH void *alloc_aligned(size_t align, size_t n)
     }
     return alloc_generic(n, align, false);
 }
+SHOAL_ALSO_NAMED(aligned_alloc, alloc_aligned)
 
 void alloc_collect(bool force)
 {

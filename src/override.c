@@ -1,8 +1,9 @@
 /* override.c - the C library's allocation names, for libshoal.so (linked
- * or preloaded) and libshoal.a.  Each is a thin wrapper over alloc_*;
- * with link-time optimisation they compile to the same code.  Those that
- * allocate are on the allocation path (core/samples.h), so that a heap
- * profile's stacks start at their caller. */
+ * or preloaded) and libshoal.a.  Each is a thin wrapper over alloc_*, but
+ * in libshoal.so, where those that are an alloc_* function under another
+ * name are aliases (override.h).  Those that allocate are on the
+ * allocation path (core/samples.h), so that a heap profile's stacks start
+ * at their caller. */
 #define _GNU_SOURCE
 #include "shoal.h"
 
@@ -16,21 +17,29 @@
 
 #define SHOAL_EXPORT SHOAL_API
 
+#ifndef SHOAL_ALIASES
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *malloc(size_t n) { return alloc_malloc(n); }
 SHOAL_EXPORT void free(void *p) { alloc_free(p); }
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *calloc(size_t c, size_t n) { return alloc_calloc(c, n); }
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *realloc(void *p, size_t n) { return alloc_realloc(p, n); }
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *reallocarray(void *p, size_t c, size_t n) { return alloc_reallocarray(p, c, n); }
-SHOAL_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p); }
 SHOAL_EXPORT void free_sized(void *p, size_t n) { alloc_free_sized(p, n); }
 SHOAL_EXPORT void cfree(void *p) { alloc_free(p); }
-
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *aligned_alloc(size_t align, size_t n) { return alloc_aligned(align, n); }
 
 SHOAL_EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 {
     alloc_free_aligned_sized(p, align, n);
 }
+
+/* glibc's internal names, which some programs and libraries call. */
+SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_malloc(size_t n) { return alloc_malloc(n); }
+SHOAL_EXPORT void __libc_free(void *p) { alloc_free(p); }
+SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_calloc(size_t c, size_t n) { return alloc_calloc(c, n); }
+SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_realloc(void *p, size_t n) { return alloc_realloc(p, n); }
+#endif
+
+SHOAL_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p); }
 
 SHOAL_EXPORT SHOAL_ALLOC_PATH int posix_memalign(void **out, size_t align, size_t n)
 {
@@ -149,11 +158,6 @@ SHOAL_EXPORT int malloc_info(int options, FILE *fp)
     return 0;
 }
 
-/* glibc's internal names, which some programs and libraries call. */
-SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_malloc(size_t n) { return alloc_malloc(n); }
-SHOAL_EXPORT void __libc_free(void *p) { alloc_free(p); }
-SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_calloc(size_t c, size_t n) { return alloc_calloc(c, n); }
-SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_realloc(void *p, size_t n) { return alloc_realloc(p, n); }
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_memalign(size_t align, size_t n) { return memalign(align, n); }
 SHOAL_EXPORT int __posix_memalign(void **out, size_t align, size_t n)
 {

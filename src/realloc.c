@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include "block.h"
+#include "override.h"
 #include "profile.h"
 #include "thread/large_cache.h"
 
@@ -94,6 +95,8 @@ SHOAL_ALLOC_PATH void *alloc_realloc(void *p, size_t n)
         return p;
     return realloc_slow(p, n);
 }
+SHOAL_ALSO_NAMED(realloc, alloc_realloc)
+SHOAL_ALSO_NAMED(__libc_realloc, alloc_realloc)
 
 SHOAL_ALLOC_PATH void *alloc_reallocarray(void *p, size_t count, size_t size)
 {
@@ -102,4 +105,5 @@ SHOAL_ALLOC_PATH void *alloc_reallocarray(void *p, size_t count, size_t size)
         return shoal_too_big();
     return alloc_realloc(p, n);
 }
+SHOAL_ALSO_NAMED(reallocarray, alloc_reallocarray)
 

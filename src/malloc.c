@@ -1,12 +1,13 @@
 /* malloc.c - malloc, calloc and aligned_alloc: the fast paths, and the
- * one slow path behind them.
+ * slow paths behind them.
  *
  * malloc's fast path: TLS heap -> the page of the request's size (one
  * load from the heap's direct table, up to 64 KiB) -> pop its free
  * list.  No atomics, no locks, no stack frame; an empty queue
  * holds a static empty page whose lists are empty.  Large
  * blocks pop the heap's stack of their order, huge ones take the
- * thread's huge slot; everything else is alloc_generic.
+ * thread's huge slot.  A page that ran dry goes on to the next page of
+ * its class (alloc_page_dry); everything else is alloc_generic.
  */
 #include "shoal.h"
 

@@ -197,7 +197,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_generic(size
  * empty page heads every queue of a thread without a heap, and an
  * empty queue: those, and a call that finds no memory (whose retry is
  * alloc_generic's), go the generic way. */
-static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(shoal_page_t *pg, size_t n,
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg,
                                                                       bool zero)
 {
     if (shoal_unlikely(pg == &shoal_empty_page))
@@ -247,7 +247,7 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
         shoal_page_take_local(pg);
         return page_pop(h, pg, n);
     }
-    return alloc_page_dry(pg, n, false);
+    return alloc_page_dry(n, pg, false);
 }
 SHOAL_ALSO_NAMED(malloc, alloc_malloc)
 SHOAL_ALSO_NAMED(__libc_malloc, alloc_malloc)
@@ -263,7 +263,7 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
         if (shoal_likely(pg->free != NULL) ||
             (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
             return page_pop_zero(h, pg, n);
-        return alloc_page_dry(pg, n, true);
+        return alloc_page_dry(n, pg, true);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }

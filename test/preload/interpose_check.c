@@ -17,7 +17,9 @@
  *     to shoal: alloc_usable_size accepts it (shoal aborts on a pointer
  *     it did not hand out) and free takes it back,
  *   - where symbols are looked up dynamically, every malloc-family name
- *     resolves into libshoal,
+ *     resolves into libshoal, and in libshoal.so those that are an
+ *     alloc_* function under another name are that function itself (its
+ *     address: an alias, src/override.h, not a wrapper),
  *   - aligned allocation, realloc chains, a second thread and a fork work.
  *
  * The program itself never names shoal's symbols unless SHOAL_LINKED is
@@ -80,6 +82,9 @@ static void check_symbols(const char *want, size_t count)
     (void)count;
     (void)family;
 }
+static void check_aliases(void)
+{
+}
 #define dlsym(handle, name) NULL
 #else
 static const char *object_of(void *addr)
@@ -102,6 +107,25 @@ static void check_symbols(const char *want, size_t count)
                   "%s resolves to %s, not to %s", family[i], sym ? obj : "nothing", want);
         else if (sym != NULL)
             CHECK(strstr(obj, "libc.so") == NULL, "%s resolves to %s", family[i], obj);
+    }
+}
+
+/* libshoal.so's aliases: each C name and the alloc_* function it is. */
+static const char *const aliases[][2] = {
+    { "malloc", "alloc_malloc" }, { "__libc_malloc", "alloc_malloc" },
+    { "calloc", "alloc_calloc" }, { "__libc_calloc", "alloc_calloc" },
+    { "realloc", "alloc_realloc" }, { "__libc_realloc", "alloc_realloc" },
+    { "reallocarray", "alloc_reallocarray" }, { "aligned_alloc", "alloc_aligned" },
+    { "free", "alloc_free" }, { "cfree", "alloc_free" }, { "__libc_free", "alloc_free" },
+    { "free_sized", "alloc_free_sized" }, { "free_aligned_sized", "alloc_free_aligned_sized" },
+};
+
+static void check_aliases(void)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        void *name = dlsym(RTLD_DEFAULT, aliases[i][0]), *fn = dlsym(RTLD_DEFAULT, aliases[i][1]);
+        CHECK(name != NULL && name == fn, "%s is at %p, %s at %p: not one function",
+              aliases[i][0], name, aliases[i][1], fn);
     }
 }
 #endif
@@ -385,8 +409,10 @@ int main(int argc, char **argv)
         check_symbols("libc.so", GLIBC_NAMES);
     } else {
         CHECK(get_stats != NULL && get_usable != NULL, "shoal's alloc_* symbols are not there");
-        if (strcmp(mode, "preload") == 0 || strcmp(mode, "linked-shared") == 0)
+        if (strcmp(mode, "preload") == 0 || strcmp(mode, "linked-shared") == 0) {
             check_symbols("libshoal", sizeof family / sizeof family[0]);
+            check_aliases();
+        }
         else if (strcmp(mode, "linked-static") == 0)
             check_symbols(NULL, GLIBC_NAMES);
         if (get_stats != NULL)

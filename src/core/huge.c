@@ -215,7 +215,7 @@ static char *map_new(size_t size, size_t align)
 {
     char *base = NULL;
     if (shoal_commit_charge(size)) {
-        base = shoal_os_reserve(size, align);
+        base = shoal_chunk_reserve(size, align);
         if (base == NULL)
             shoal_commit_uncharge(size);
     }
@@ -503,7 +503,7 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         /* Move the pages to a new aligned reservation (address space
          * only: the account has the bytes already). */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
-        char *target = shoal_os_reserve(size, base_align);
+        char *target = shoal_chunk_reserve(size, base_align);
         base = target != NULL ? shoal_os_remap(old_base, old, size, target) : NULL;
         if (base == NULL) {
             if (target != NULL)

@@ -25,8 +25,14 @@
 #define SHOAL_LARGE_MAX    (SHOAL_SLOT_SIZE << SHOAL_MAX_ORDER) /* 2 MiB */
 #define SHOAL_LARGE_SLOTS  (1u << SHOAL_MAX_ORDER)     /* its slots */
 
-/* User addresses on x86-64 and aarch64 (4-level tables) fit in 48 bits. */
+/* User addresses fit in 47 bits on x86-64 and 48 on aarch64 (4-level
+ * tables): the kernel maps above them (5-level tables, 52-bit VA) only
+ * where mmap is given a hint there, which shoal never gives. */
+#if defined(__x86_64__)
+#define SHOAL_ADDR_BITS    47
+#else
 #define SHOAL_ADDR_BITS    48
+#endif
 
 /* Requests above this are refused with ENOMEM (C says PTRDIFF_MAX). */
 #define SHOAL_MAX_REQUEST  ((size_t)PTRDIFF_MAX)

@@ -25,8 +25,11 @@ void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
 {
     /* The option cannot change once a page exists (EBUSY). */
     unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;
+    /* The bounds read once: a byte array may alias the entries stored,
+     * and would be read again after each store. */
+    unsigned lo = direct_lo[m][c], hi = direct_hi[m][c];
     h->pages[c] = pg;
-    for (unsigned i = direct_lo[m][c]; i <= direct_hi[m][c]; i++)
+    for (unsigned i = lo; i <= hi; i++)
         h->direct[i] = pg;
     /* The fast path pops only from a queue's head: arming it there arms
      * every page before malloc takes a block from it (sampled.h). */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include "alloc_fast.h"
 #include "block.h"
 #include "override.h"
 #include "profile.h"
@@ -25,21 +26,13 @@
 static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
 
-/* Hand out b, the head of pg's free list, which passed shoal_block_is_free. */
-static inline void *page_take(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
-{
-    shoal_page_take(pg, b);
-    shoal_count(&h->stats.allocs[pg->size_class], 1);
-    return b;
-}
-
 /* Pop the head of pg's free list for a request of n bytes. */
 static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     shoal_block_t *b = pg->free;
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
         return free_list_stop(h, pg, n, false);
-    return page_take(h, pg, b);
+    return shoal_page_take_counted(h, pg, b);
 }
 
 /* A zero block of n bytes from fresh memory, whose first bytes the carve
@@ -66,7 +59,7 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
     if (shoal_unlikely(!shoal_block_is_free(pg, b)))
         return free_list_stop(h, pg, n, true);
     bool zero = pg->free_is_zero;
-    page_take(h, pg, b);
+    shoal_page_take_counted(h, pg, b);
     if (!zero)
         return memset(b, 0, n);
     b->link = 0;
@@ -123,15 +116,6 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
             return alloc_generic(n, SHOAL_ALIGN, zero);
     }
     return trap_or_broken(h, pg, n, zero);
-}
-
-/* The page a request of n bytes (n <= SHOAL_MEDIUM_MAX) pops from: the
- * heap's direct entry of its size. */
-static inline shoal_page_t *page_for(shoal_heap_t *h, size_t n)
-{
-    if (shoal_likely(n <= SHOAL_DIRECT_MAX))
-        return h->direct[shoal_direct_index(n)];
-    return h->direct[shoal_direct_med_index(n)];
 }
 
 static void *alloc_tier(size_t n, size_t align, bool zero)
@@ -259,7 +243,7 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
         return shoal_too_big();
     if (shoal_likely(n <= SHOAL_MEDIUM_MAX)) {
         shoal_heap_t *h = shoal_tl_heap;
-        shoal_page_t *pg = page_for(h, n);
+        shoal_page_t *pg = shoal_page_for(h, n);
         if (shoal_likely(pg->free != NULL) ||
             (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
             return page_pop_zero(h, pg, n);
@@ -289,12 +273,9 @@ SHOAL_ALLOC_PATH void *alloc_aligned(size_t align, size_t n)
     size_t r = n <= SHOAL_MEDIUM_MAX ? shoal_align_up(n ? n : 1, align) : SIZE_MAX;
     if (shoal_likely(r <= SHOAL_MEDIUM_MAX)) {
         shoal_heap_t *h = shoal_tl_heap;
-        shoal_page_t *pg = page_for(h, r);
-        if (pg->free == NULL && pg->local_free != NULL)    /* as malloc refills */
-            shoal_page_take_local(pg);
-        shoal_block_t *b = pg->free;
-        if (shoal_likely(shoal_block_is_free(pg, b)))
-            return page_take(h, pg, b);
+        void *p = shoal_page_pop_or_null(h, shoal_page_for(h, r));
+        if (shoal_likely(p != NULL))
+            return p;
     }
     return alloc_generic(n, align, false);
 }

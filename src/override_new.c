@@ -25,6 +25,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include "alloc_fast.h"
 #include "core/message.h"
 #include "core/samples.h"
 
@@ -58,27 +59,52 @@ static void *next_operator(_Atomic(void *) *slot, const char *name)
 
 /* Out of line and cold: the call that found no memory, with the size it
  * asked for. */
-#define NEW(name, body_args, args, alloc)                                                 \
+#define NEW_NEXT(name, body_args, args)                                                   \
     static __attribute__((noinline, cold)) void *name##_next body_args                    \
     {                                                                                     \
         return ((__typeof__(&name##_next))NEXT(name)) args;                               \
-    }                                                                                     \
+    }
+
+/* The aligned forms: alloc_aligned, and the next operator where it has
+ * no memory. */
+#define NEW_ALIGNED(name, body_args, args)                                                \
+    NEW_NEXT(name, body_args, args)                                                       \
     SHOAL_EXPORT SHOAL_ALLOC_PATH void *name body_args                                    \
     {                                                                                     \
-        void *p = alloc;                                                                  \
+        void *p = alloc_aligned(a, n);                                                    \
         return __builtin_expect(p != NULL, 1) ? p : name##_next args;                     \
     }
 
-NEW(_Znwm, (size_t n), (n), alloc_malloc(n))
-NEW(_Znam, (size_t n), (n), alloc_malloc(n))
-NEW(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), alloc_malloc(n))
-NEW(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), alloc_malloc(n))
-NEW(_ZnwmSt11align_val_t, (size_t n, size_t a), (n, a), alloc_aligned(a, n))
-NEW(_ZnamSt11align_val_t, (size_t n, size_t a), (n, a), alloc_aligned(a, n))
-NEW(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t a, const void *nt), (n, a, nt),
-    alloc_aligned(a, n))
-NEW(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t a, const void *nt), (n, a, nt),
-    alloc_aligned(a, n))
+/* The others pop as malloc does, inline (alloc_fast.h), where a call to
+ * malloc would cost a frame to keep n in; whatever the pop leaves -
+ * an empty page, a trap, a size above the pages' - goes to malloc, out
+ * of line, which is a tail call. */
+#define NEW(name, body_args, args)                                                        \
+    NEW_NEXT(name, body_args, args)                                                       \
+    static __attribute__((noinline)) SHOAL_ALLOC_PATH void *name##_slow body_args         \
+    {                                                                                     \
+        void *p = alloc_malloc(n);                                                        \
+        return __builtin_expect(p != NULL, 1) ? p : name##_next args;                     \
+    }                                                                                     \
+    SHOAL_EXPORT SHOAL_ALLOC_PATH void *name body_args                                    \
+    {                                                                                     \
+        if (__builtin_expect(n <= SHOAL_MEDIUM_MAX, 1)) {                                 \
+            shoal_heap_t *h = shoal_tl_heap;                                              \
+            void *p = shoal_page_pop_or_null(h, shoal_page_for(h, n));                    \
+            if (__builtin_expect(p != NULL, 1))                                           \
+                return p;                                                                 \
+        }                                                                                 \
+        return name##_slow args;                                                          \
+    }
+
+NEW(_Znwm, (size_t n), (n))
+NEW(_Znam, (size_t n), (n))
+NEW(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt))
+NEW(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt))
+NEW_ALIGNED(_ZnwmSt11align_val_t, (size_t n, size_t a), (n, a))
+NEW_ALIGNED(_ZnamSt11align_val_t, (size_t n, size_t a), (n, a))
+NEW_ALIGNED(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t a, const void *nt), (n, a, nt))
+NEW_ALIGNED(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t a, const void *nt), (n, a, nt))
 
 SHOAL_EXPORT void _ZdlPv(void *p) { alloc_free(p); }
 SHOAL_EXPORT void _ZdaPv(void *p) { alloc_free(p); }

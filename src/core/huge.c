@@ -504,15 +504,27 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
          * only: the account has the bytes already). */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
         char *target = shoal_chunk_reserve(size, base_align);
+        /* The old chunk is untagged before the move, not after: once the
+         * pages have moved, the kernel may give the old addresses to
+         * another thread's mmap at once, and that thread tags the chunk
+         * for a block of its own, which an untagging after would take
+         * from it (its free or usable_size would then find a pointer
+         * "not allocated by shoal").  Meanwhile the block is the
+         * caller's alone: no other thread may touch it during realloc. */
+        char *user = old_base + off;
+        enum shoal_chunk_kind k = shoal_chunk_of(user);
+        if (target != NULL)
+            shoal_chunk_set(user, SHOAL_CHUNK_NONE);
         base = target != NULL ? shoal_os_remap(old_base, old, size, target) : NULL;
         if (base == NULL) {
-            if (target != NULL)
+            if (target != NULL) {
+                shoal_chunk_set(user, k);       /* it stays where it was */
                 shoal_os_release(target, size);
+            }
             shoal_commit_uncharge(size - old);
             errno = ENOMEM;
             return NULL;
         }
-        shoal_chunk_set(old_base + off, SHOAL_CHUNK_NONE);
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;

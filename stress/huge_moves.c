@@ -23,12 +23,6 @@ static stress_opts_t opt;
 static uint64_t steps;
 static unsigned movers;
 
-static void check_usable(void *p, size_t n, const char *what)
-{
-    size_t u = alloc_usable_size(p);
-    stress_check(u >= n, "%s: block %p: usable size %zu < %zu", what, p, u, n);
-}
-
 static void *mover(rng_t *g)
 {
     for (uint64_t i = 0; i < steps; i++) {
@@ -39,7 +33,7 @@ static void *mover(rng_t *g)
         sparse_fill(p, n, key);
         unsigned char *q = alloc_realloc(p, m);
         stress_check(q != NULL, "realloc(%zu -> %zu) returned NULL", n, m);
-        check_usable(q, m, "moved block");
+        check_new_block(q, m, 0, "moved block");
         sparse_verify(q, n, key, "moved block");
         alloc_free(q);
     }
@@ -60,7 +54,7 @@ static void *mapper(rng_t *g)
             sparse_fill(b[k], n[k], key[k]);
         }
         for (unsigned k = 0; k < MAPPED; k++) {
-            check_usable(b[k], n[k], "mapped block");
+            check_new_block(b[k], n[k], 0, "mapped block");
             sparse_verify(b[k], n[k], key[k], "mapped block");
             alloc_free(b[k]);
         }

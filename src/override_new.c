@@ -66,7 +66,7 @@ static void *next_operator(_Atomic(void *) *slot, const char *name)
     }
 
 /* The aligned forms: alloc_aligned, and the next operator where it has
- * no memory. */
+ * no memory (body_args name the size n and the alignment a). */
 #define NEW_ALIGNED(name, body_args, args)                                                \
     NEW_NEXT(name, body_args, args)                                                       \
     SHOAL_EXPORT SHOAL_ALLOC_PATH void *name body_args                                    \
@@ -75,8 +75,9 @@ static void *next_operator(_Atomic(void *) *slot, const char *name)
         return __builtin_expect(p != NULL, 1) ? p : name##_next args;                     \
     }
 
-/* The others pop as malloc does, inline (alloc_fast.h), where a call to
- * malloc would cost a frame to keep n in; whatever the pop leaves -
+/* The others (body_args name the size n) pop as malloc does, inline
+ * (alloc_fast.h), where a call to malloc would cost a frame to keep n
+ * in; whatever the pop leaves -
  * an empty page, a trap, a size above the pages' - goes to malloc, out
  * of line, which is a tail call. */
 #define NEW(name, body_args, args)                                                        \

@@ -511,16 +511,17 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
          * from it (its free or usable_size would then find a pointer
          * "not allocated by shoal").  Meanwhile the block is the
          * caller's alone: no other thread may touch it during realloc. */
-        char *user = old_base + off;
-        enum shoal_chunk_kind k = shoal_chunk_of(user);
-        if (target != NULL)
+        if (target != NULL) {
+            char *user = old_base + off;
+            enum shoal_chunk_kind k = shoal_chunk_of(user);
             shoal_chunk_set(user, SHOAL_CHUNK_NONE);
-        base = target != NULL ? shoal_os_remap(old_base, old, size, target) : NULL;
-        if (base == NULL) {
-            if (target != NULL) {
+            base = shoal_os_remap(old_base, old, size, target);
+            if (base == NULL) {
                 shoal_chunk_set(user, k);       /* it stays where it was */
                 shoal_os_release(target, size);
             }
+        }
+        if (base == NULL) {
             shoal_commit_uncharge(size - old);
             errno = ENOMEM;
             return NULL;

@@ -27,7 +27,9 @@ extern "C" {
 
 /* The malloc family.  Semantics are C11/POSIX: sizes above PTRDIFF_MAX
  * and overflowing products give NULL with errno ENOMEM, alloc_malloc(0)
- * gives a unique pointer, a failed realloc leaves the block untouched. */
+ * gives a unique pointer, a failed realloc leaves the block untouched.
+ * As glibc's, alloc_realloc(ptr, 0) with ptr not NULL frees ptr and
+ * returns NULL (alloc_realloc(NULL, 0) is alloc_malloc(0)). */
 SHOAL_API void *alloc_malloc(size_t size);
 SHOAL_API void *alloc_calloc(size_t count, size_t size);
 SHOAL_API void *alloc_realloc(void *ptr, size_t size);

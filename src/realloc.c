@@ -11,10 +11,11 @@
 
 /* Whether a page block of `have` bytes serves n in place: it holds them,
  * and free_sized(p, n) takes it back - it wastes less than half, or it is
- * of n's own class (a 16-byte block grown from 1 byte to 8 stays). */
+ * of n's own class (a 16-byte block grown from 1 byte to 8 stays).  Never
+ * for n = 0 (n - 1 wraps), which frees: realloc_slow. */
 static inline bool page_block_keeps(size_t have, size_t n)
 {
-    return n <= have && (n > have / 2 || shoal_size_matches(have, n, SHOAL_ALIGN));
+    return n - 1 < have && (n > have / 2 || shoal_size_matches(have, n, SHOAL_ALIGN));
 }
 
 /* In place if the block allows: a page block page_block_keeps, a large
@@ -71,6 +72,14 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n)
     size_t old = shoal_usable(p, &c, "realloc");
     if (old == 0)
         return NULL;
+    if (n == 0) {
+        /* glibc's answer, and jemalloc's and tcmalloc's: the block is
+         * freed and the result is NULL.  Programs written against glibc
+         * call realloc(p, 0) as a free and drop the result; a block kept
+         * or returned would be a leak in each of them. */
+        alloc_free(p);
+        return NULL;
+    }
     int saved = errno;
     void *q = resize_in_place(p, &c, old, n);
     errno = saved;

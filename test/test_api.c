@@ -553,6 +553,34 @@ static void test_realloc_small_in_place(void **state)
     alloc_free_sized(small, 100);
 }
 
+/* realloc(p, 0) frees p and returns NULL, as glibc's does, at every
+ * tier; reallocarray(p, 0, n) too; realloc(NULL, 0) is malloc(0). */
+static void test_realloc_zero_frees(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = { 1, 16, 1000, 20 * KiB, 100 * KiB, 1 * MiB, 8 * MiB };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int array = 0; array < 2; array++) {
+            size_t before = stats().allocated;
+            char *p = alloc_malloc(sizes[i]);
+            assert_non_null(p);
+            fill_pat(p, sizes[i], (unsigned)i);
+            assert_true(stats().allocated >= before + sizes[i]);
+            errno = 0;
+            void *q = array ? alloc_reallocarray(p, 0, 8) : alloc_realloc(p, 0);
+            assert_null(q);
+            assert_int_equal(errno, 0);
+            assert_int_equal(stats().allocated, before);
+        }
+    }
+    char *a = alloc_realloc(NULL, 0), *b = alloc_realloc(NULL, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    alloc_free(a);
+    alloc_free(b);
+}
+
 /* A huge block grows into a bigger one: in place when the address space
  * after its mapping is free, else by moving the pages to a new mapping.
  * A page mapped right after the block forces the move. */
@@ -1547,6 +1575,7 @@ int main(void)
         cmocka_unit_test(test_usable_size_is_writable),
         cmocka_unit_test(test_realloc_keeps_contents),
         cmocka_unit_test(test_realloc_small_in_place),
+        cmocka_unit_test(test_realloc_zero_frees),
         cmocka_unit_test(test_realloc_huge_grows),
         cmocka_unit_test(test_realloc_large_in_place),
         cmocka_unit_test(test_realloc_doubling_grows_in_place),

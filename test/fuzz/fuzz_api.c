@@ -347,13 +347,17 @@ static void resize(unsigned s, size_t count, size_t n, bool array)
     bool overflow = array ? __builtin_mul_overflow(count, n, &total) : (total = n, false);
     if (!overflow && total > MAX_SERVED && total < ABSURD)
         return;
-    if (!overflow && total == 0)
-        return;                 /* realloc(p, 0): implementation-defined, not modelled */
     if (sl->p != NULL)
         check_slot(sl, "before realloc");
     errno = 0;
     unsigned char *q = array ? alloc_reallocarray(sl->p, count, n) : alloc_realloc(sl->p, n);
     const char *what = array ? "reallocarray" : "realloc";
+    if (!overflow && total == 0 && sl->p != NULL) {
+        /* As glibc's: the block is freed, the answer NULL. */
+        CHECK(q == NULL, "%s(%p, 0) returned %p: it frees", what, (void *)sl->p, (void *)q);
+        sl->p = NULL;
+        return;
+    }
     if (overflow || total >= ABSURD) {
         expect_failure(q, ENOMEM, what, total);
         if (sl->p != NULL)

@@ -294,6 +294,15 @@ static void realloc_freed_in_place(void)
     alloc_realloc(p, 100);
 }
 
+/* realloc to 0 frees: a freed block is still named as realloc's double
+ * free, not freed again. */
+static void realloc_freed_to_zero(void)
+{
+    char *p = expected_addr = alloc_malloc(100);
+    alloc_free(p);
+    alloc_realloc(p, 0);
+}
+
 static void usable_size_interior(void)
 {
     char *p = alloc_malloc(1000);
@@ -407,6 +416,7 @@ CASE(forged_link, "free list corrupted", "(malloc,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
 CASE(realloc_freed_in_place, "double free", "(realloc,")
+CASE(realloc_freed_to_zero, "double free", "(realloc,")
 CASE(usable_size_interior, "inside a block", "(usable_size,")
 
 static void test_bad_sizes_and_alignments(void **state)
@@ -457,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),
         cmocka_unit_test(test_realloc_freed_in_place),
+        cmocka_unit_test(test_realloc_freed_to_zero),
         cmocka_unit_test(test_usable_size_interior),
         cmocka_unit_test(test_bad_sizes_and_alignments),
     };

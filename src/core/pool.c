@@ -401,7 +401,12 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
     shoal_superpage_t *sp = sp_table[i];
     uint64_t dirty = atomic_load_explicit(&sp->dirty, memory_order_relaxed);
     uint64_t occ = atomic_load_explicit(&sp->occupied, memory_order_relaxed);
-    uint64_t cand = dirty & ~occ & ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
+    /* A lazy pass skips the slots MADV_FREE already has; a DONTNEED pass
+     * takes them too: they are still charged (they may be resident), and
+     * a limit set after a lazy purge needs them out of the account. */
+    uint64_t cand = dirty & ~occ;
+    if (lazy)
+        cand &= ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
     if (huge) {
         /* Purging part of a transparent huge page splits it: only a
          * wholly free 2 MiB half goes, in one piece.  (The lower half
@@ -431,13 +436,22 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
             zeroed |= run;
         rest &= ~run;
     }
-    atomic_fetch_and_explicit(&sp->dirty, ~zeroed, memory_order_relaxed);
-    atomic_fetch_or_explicit(&lazy_purged[i], got & ~zeroed, memory_order_relaxed);
-    shoal_commit_uncharge((size_t)__builtin_popcountll(zeroed) << SHOAL_SLOT_SHIFT);
+    /* Only the slots this pass made clean leave the account, read from
+     * the dirty word as it is now that the slots are ours: `dirty` above
+     * may be stale (a claim the limit refused sets a slot's bit and
+     * clears it again before it lets the slot go, and the load may have
+     * seen the bit), and with HUGE_PAGES `got` is a whole half, clean
+     * slots and all.  Uncharging either would let the account drift
+     * below what is held, until it wraps and refuses everything. */
+    uint64_t was = atomic_fetch_and_explicit(&sp->dirty, ~zeroed, memory_order_relaxed);
+    uint64_t cleaned = zeroed & was, lazied = got & ~zeroed & was;
+    atomic_fetch_and_explicit(&lazy_purged[i], ~zeroed, memory_order_relaxed);
+    atomic_fetch_or_explicit(&lazy_purged[i], lazied, memory_order_relaxed);
+    shoal_commit_uncharge((size_t)__builtin_popcountll(cleaned) << SHOAL_SLOT_SHIFT);
     /* The release in unoccupy: the dirty bits above are visible to the
      * next claimer. */
     unoccupy(sp, got);
-    return (size_t)__builtin_popcountll(got) << SHOAL_SLOT_SHIFT;
+    return (size_t)__builtin_popcountll(cleaned | lazied) << SHOAL_SLOT_SHIFT;
 }
 
 size_t shoal_pool_purge(bool force, size_t *waiting)

@@ -285,4 +285,10 @@ void alloc_collect(bool force)
 {
     shoal_heap_collect();
     shoal_purge_now(force);
+    /* The pass drains the inboxes of the orphanage and of the heaps that
+     * exited threads parked; a block there of a page this heap adopted
+     * since it was sent is sent on, here.  Take those home too, and give
+     * back what they emptied. */
+    if (shoal_heap_collect())
+        shoal_purge_now(force);
 }

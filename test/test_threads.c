@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -130,10 +132,94 @@ static void test_cross_thread_frees(void **state)
     assert_true(after.pool_slots_used <= 2);
 }
 
+/* ---- alloc_collect and blocks forwarded by its pass --------------------
+ * A thread leaves live blocks on its page and exits; a collection gives
+ * its heap up, and the page, its blocks still live, waits in the
+ * orphanage for a heap to adopt it.  Another thread frees some of them:
+ * they wait in its outbox, bound for the orphanage.  This thread adopts
+ * the page; then the other thread exits, and its outbox goes to the
+ * orphanage.  The next collection's pass sends those blocks on to the
+ * page's new heap, this one: alloc_collect must take them home too, not
+ * leave them in flight in its inbox. */
+enum { LEFT = 200, LEFT_SIZE = 176, FREED = 40 };
+static unsigned char *left[LEFT];
+static _Atomic int freer_may_exit;
+
+static void *leave_blocks(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < LEFT; i++) {
+        left[i] = alloc_malloc(LEFT_SIZE);
+        if (left[i] != NULL)
+            memset(left[i], i, LEFT_SIZE);
+    }
+    return NULL;
+}
+
+static _Atomic int freer_done;
+
+static void *free_some(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < FREED; i++) {
+        if (left[i][LEFT_SIZE - 1] != (unsigned char)i)
+            atomic_fetch_add(&corrupt, 1);
+        alloc_free(left[i]);
+    }
+    atomic_store(&freer_done, 1);
+    while (!atomic_load(&freer_may_exit))
+        sched_yield();
+    return NULL;
+}
+
+static void test_collect_takes_forwarded_blocks(void **state)
+{
+    (void)state;
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);    /* no pass but ours */
+    alloc_collect(true);
+    alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&base), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, leave_blocks, NULL), 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < LEFT; i++)
+        assert_non_null(left[i]);
+    alloc_collect(true);                        /* the exited thread's heap goes */
+    assert_int_equal(pthread_create(&t, NULL, free_some, NULL), 0);
+    while (!atomic_load(&freer_done))
+        sched_yield();
+    /* Take blocks of the class until one comes from the left page. */
+    static void *mine[4 * LEFT];
+    int n = 0;
+    uintptr_t page = (uintptr_t)left[LEFT - 1] >> 16;
+    bool adopted = false;
+    while (n < 4 * LEFT && !adopted) {
+        mine[n] = alloc_malloc(LEFT_SIZE);
+        assert_non_null(mine[n]);
+        adopted = (uintptr_t)mine[n++] >> 16 == page;
+    }
+    assert_true(adopted);
+    atomic_store(&freer_may_exit, 1);
+    pthread_join(t, NULL);
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.remote_in_flight, base.remote_in_flight);
+    for (int i = FREED; i < LEFT; i++) {
+        assert_int_equal(left[i][LEFT_SIZE - 1], (unsigned char)i);
+        alloc_free(left[i]);
+    }
+    for (int i = 0; i < n; i++)
+        alloc_free(mine[i]);
+    assert_int_equal(atomic_load(&corrupt), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_thread_frees),
+        cmocka_unit_test(test_collect_takes_forwarded_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

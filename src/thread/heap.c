@@ -650,13 +650,13 @@ size_t shoal_heap_created(void)
     return atomic_load_explicit(&heaps_created, memory_order_relaxed) - created_in_parent;
 }
 
-void shoal_heap_collect(void)
+bool shoal_heap_collect(void)
 {
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap)
-        return;
+        return false;
     shoal_remote_send_all(h);
-    shoal_heap_receive(h);
+    size_t got = shoal_remote_receive(h, page_event);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
@@ -670,6 +670,7 @@ void shoal_heap_collect(void)
         }
     }
     drain_cache(h);
+    return got != 0;
 }
 
 void shoal_heap_fork_prepare(void)

@@ -139,10 +139,11 @@ void shoal_heap_end_call(void);
  * pool, where they can merge with their free neighbours. */
 void shoal_heap_drain_caches(void);
 
-/* Return the calling thread's empty pages and cached slots to the pool.
- * (What exited threads left goes back at the start of every purge pass:
+/* Return the calling thread's empty pages and cached slots to the pool,
+ * with the blocks its inbox held; true if it held any.  (What exited
+ * threads left goes back at the start of every purge pass:
  * shoal_heap_reclaim.) */
-void shoal_heap_collect(void);
+bool shoal_heap_collect(void);
 
 /* The statistics' hooks, which the layer above registers at start-up (so
  * calls go down only): `grew` when a heap takes new memory - a fresh page,

@@ -368,6 +368,35 @@ static void test_fork_child_cuts_unlinked_tail(void **state)
     pages_close(&pages);
 }
 
+/* A fork from a signal handler that interrupted this thread's own append
+ * between its exchange and its link (made here by hand): cut at the old
+ * tail, the child would take that block home while the append, resumed
+ * when the handler returns, is still to store its link into it - a
+ * block handed out and then written.  The child gives the inbox up. */
+static void test_fork_child_leaves_own_unfinished_append(void **state)
+{
+    (void)state;
+    heap_open(&owner);
+    pages_open(&pages, 64, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+    shoal_block_t *tail = pages.blocks[1], *b = pages.blocks[2];
+    prepare_free(tail);
+    shoal_remote_send_one(NULL, &owner, tail);
+    prepare_free(b);
+    ((struct cds_wfcq_node *)b)->next = NULL;
+    shoal_remote_appending = &owner.inbox;                  /* in the append of b: */
+    owner.inbox.tail.p = (struct cds_wfcq_node *)b;        /* exchanged, not linked */
+    shoal_remote_fork_child(&owner, false);                 /* the handler forks */
+    ((struct cds_wfcq_node *)tail)->next = (struct cds_wfcq_node *)b;     /* it returns */
+    shoal_remote_appending = NULL;
+    assert_int_equal(receive_home(&owner), 0);
+    assert_int_equal(seen[index_of(tail)], 0);
+    assert_int_equal(seen[index_of(b)], 0);
+    assert_int_equal(atomic_load(&failures), 0);
+    pages_close(&pages);
+}
+
 /* ---- through the API -------------------------------------------------- */
 
 #define BSIZE 1024                  /* 64 blocks to a 64 KiB page */
@@ -845,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_take_costs_one_atomic),
         cmocka_unit_test(test_forwarded_when_page_moved),
         cmocka_unit_test(test_fork_child_cuts_unlinked_tail),
+        cmocka_unit_test(test_fork_child_leaves_own_unfinished_append),
         cmocka_unit_test(test_aba_interleaving_loses_nothing),
         cmocka_unit_test(test_exit_with_batches_both_ways),
         cmocka_unit_test(test_prodcons_atomics_amortized),

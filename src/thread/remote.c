@@ -37,6 +37,8 @@ static void count_atomic(shoal_heap_t *by)
         atomic_fetch_add_explicit(&shoal_remote_orphan_atomics, 1, memory_order_relaxed);
 }
 
+__thread shoal_inbox_t *shoal_remote_appending __attribute__((tls_model("initial-exec")));
+
 /* Put first..last on dest's inbox. */
 static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *first,
                  struct cds_wfcq_node *last)
@@ -44,6 +46,10 @@ static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *fir
     shoal_inbox_t *in = &dest->inbox;
     last->next = NULL;
     shoal_tsan_release(in);
+    /* For this thread's own fork child (shoal_remote_fork_child): only
+     * a signal handler on this thread can read it, so compiler barriers
+     * order it (the append's exchange is one, on the way in). */
+    shoal_remote_appending = in;
     /* The exchange on the tail is a full barrier (liburcu's uatomic_xchg):
      * every store to the batch before it - the user's data, the freed
      * marks, the links - is visible before the store after it that links
@@ -52,6 +58,8 @@ static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *fir
      * After the exchange the sender touches only the node before its
  * batch (the link), never the batch. */
     ___cds_wfcq_append(&in->head, &in->tail, first, last);
+    cmm_barrier();
+    shoal_remote_appending = NULL;
     count_atomic(by);
     /* Nobody may take a parked heap's inbox soon: a purge pass will. */
     if (!atomic_load_explicit(&dest->live, memory_order_relaxed))
@@ -411,6 +419,18 @@ void shoal_remote_fork_child(shoal_heap_t *h, bool ours)
     struct cds_wfcq_node *last = &in->head.node, *next;
     if (in->broken)
         return;
+    if (in == shoal_remote_appending) {
+        /* A signal handler forked while this thread was inside its own
+         * append to this inbox, perhaps between the exchange and the
+         * link.  That append goes on when the handler returns, and its
+         * link is a store into the block that was the tail: cut there,
+         * the inbox would let that block go home and be handed out
+         * before the store lands in it.  So the inbox is given up, as a
+         * broken one is: what it holds and is sent stays there, lost to
+         * the child, and the store lands in a block nobody reads. */
+        in->broken = true;
+        return;
+    }
     while (last != in->tail.p && (next = last->next) != NULL &&
            page_of_sent((shoal_block_t *)next, NULL) != NULL)
         last = next;

@@ -131,7 +131,13 @@ size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_event_fn *event
  * inbox at the first link a vanished sender left unwritten, so that it
  * takes blocks again, and unless h is the child's own heap (`ours`),
  * keep the purger from its outbox.  The blocks of that batch, and of
- * that outbox, are lost to the child. */
+ * that outbox, are lost to the child.  An inbox the forking thread
+ * itself was appending to (a fork from a signal handler) is given up
+ * instead: see remote.c. */
 void shoal_remote_fork_child(struct shoal_heap_s *h, bool ours);
+
+/* The inbox this thread is appending a batch to, NULL outside an append
+ * (set by the sender, read by its own fork child). */
+extern __thread shoal_inbox_t *shoal_remote_appending __attribute__((tls_model("initial-exec")));
 
 #endif

@@ -12,7 +12,10 @@
  * 1 ms): the purger claims its outbox and sends it while the thread may
  * wake up and free again at that very moment.  Every few hundred steps a
  * thread exits (its outbox sent, its heap parked) and a new one takes its
- * place, so blocks go to parked heaps too, held in outboxes as well.  At
+ * place, so blocks go to parked heaps too, held in outboxes as well.  A
+ * pump thread empties pages again and again, so that purge work is
+ * always pending and the purger scans every delay (with nothing pending
+ * it scans once a second, and a run would see few claims or none).  At
  * the end: nothing is live, every block came home.
  */
 #include "stress.h"
@@ -50,6 +53,32 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static _Atomic bool pump_stop;
+
+/* Fill about 30 pages with 1000 B blocks, check and free them: pages
+ * emptied, slots to purge. */
+static void *pump(void *arg)
+{
+    (void)arg;
+    enum { N = 2000, SIZE = 1000 };
+    static unsigned char *v[N];
+    for (uint64_t round = 0; !atomic_load_explicit(&pump_stop, memory_order_relaxed); round++) {
+        for (int i = 0; i < N; i++) {
+            v[i] = alloc_malloc(SIZE);
+            stress_check(v[i] != NULL, "pump: malloc(%d) returned NULL", SIZE);
+            memset(v[i], (int)(round + (uint64_t)i), SIZE);
+        }
+        for (int i = 0; i < N; i++) {
+            stress_check(v[i][SIZE - 1] == (unsigned char)(round + (uint64_t)i),
+                         "pump: block %p was overwritten", (void *)v[i]);
+            alloc_free(v[i]);
+        }
+        struct timespec pause = { 0, 300 * 1000 };
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
 /* Thread `id`'s life: its share of the steps, a life at a time. */
 static void *lane(void *arg)
 {
@@ -72,7 +101,11 @@ int main(int argc, char **argv)
     steps_a_life = 15000;
     stress_option(ALLOC_OPTION_PURGE_DELAY_MS, 1, "PURGE_DELAY_MS");
     stress_option(ALLOC_OPTION_PURGE_THREAD, 1, "PURGE_THREAD");
+    pthread_t pumper;
+    stress_thread_start(&pumper, pump, NULL);
     stress_run_threads(threads, lane);
+    atomic_store_explicit(&pump_stop, true, memory_order_relaxed);
+    stress_thread_join(pumper);
     stress_table_drain(table, SLOTS, "outbox, at the end");
     alloc_stats_t st = stress_stats();
     stress_check_quiescent();

@@ -343,16 +343,23 @@ static void test_forwarded_when_page_moved(void **state)
     pages_close(&pages);
 }
 
+/* The owner's heap and pages of 64 B blocks, every block out, for the
+ * fork cases below. */
+static void fork_case_open(void)
+{
+    heap_open(&owner);
+    pages_open(&pages, 64, &owner);
+    memset(seen, 0, sizeof seen);
+    atomic_store(&failures, 0);
+}
+
 /* A fork child whose parent had a sender between its exchange on the
  * tail and its link (made here by hand): without the cut, every later
  * block would queue behind a link nobody will write. */
 static void test_fork_child_cuts_unlinked_tail(void **state)
 {
     (void)state;
-    heap_open(&owner);
-    pages_open(&pages, 64, &owner);
-    memset(seen, 0, sizeof seen);
-    atomic_store(&failures, 0);
+    fork_case_open();
     shoal_block_t *lost = pages.blocks[1], *b = pages.blocks[2];
     prepare_free(lost);
     ((struct cds_wfcq_node *)lost)->next = NULL;
@@ -376,10 +383,7 @@ static void test_fork_child_cuts_unlinked_tail(void **state)
 static void test_fork_child_leaves_own_unfinished_append(void **state)
 {
     (void)state;
-    heap_open(&owner);
-    pages_open(&pages, 64, &owner);
-    memset(seen, 0, sizeof seen);
-    atomic_store(&failures, 0);
+    fork_case_open();
     shoal_block_t *tail = pages.blocks[1], *b = pages.blocks[2];
     prepare_free(tail);
     shoal_remote_send_one(NULL, &owner, tail);

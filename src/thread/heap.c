@@ -124,9 +124,9 @@ static void page_event(shoal_heap_t *h, shoal_page_t *pg)
         shoal_heap_page_freed(h, pg);
 }
 
-void shoal_heap_receive(shoal_heap_t *h)
+size_t shoal_heap_receive(shoal_heap_t *h)
 {
-    shoal_remote_receive(h, page_event);
+    return shoal_remote_receive(h, page_event);
 }
 
 __attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
@@ -656,7 +656,7 @@ bool shoal_heap_collect(void)
     if (h == &shoal_empty_heap)
         return false;
     shoal_remote_send_all(h);
-    size_t got = shoal_remote_receive(h, page_event);
+    size_t got = shoal_heap_receive(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {

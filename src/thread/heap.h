@@ -107,8 +107,9 @@ shoal_page_t *shoal_heap_find_page(unsigned cls);
  * holder): one of the queue's, or a fresh one.  NULL with errno ENOMEM. */
 shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls);
 
-/* Take what h's inbox holds (h's holder only). */
-void shoal_heap_receive(shoal_heap_t *h);
+/* Take what h's inbox holds (h's holder only); returns the blocks that
+ * came home. */
+size_t shoal_heap_receive(shoal_heap_t *h);
 
 /* Where a page that stops being one goes. */
 enum shoal_release_to {

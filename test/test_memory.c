@@ -356,13 +356,18 @@ static int fill_to_limit(void **blocks, int max)
     return n;
 }
 
+static size_t committed_now(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st.committed;
+}
+
 /* Set MAX_MEMORY to what is committed after a collection, plus `room`. */
 static void limit_to(long room)
 {
-    alloc_stats_t st = { .size = sizeof st };
     alloc_collect(true);
-    assert_int_equal(alloc_stats_get(&st), 0);
-    long limit = (long)st.committed + room;
+    long limit = (long)committed_now() + room;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), limit);
 }
@@ -474,13 +479,6 @@ static void test_max_memory_merges_cached_spans(void **state)
     }
     alloc_free(p);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
-}
-
-static size_t committed_now(void)
-{
-    alloc_stats_t st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&st), 0);
-    return st.committed;
 }
 
 /* With HUGE_PAGES a purge gives back a superpage's wholly free upper

@@ -61,18 +61,17 @@ static void *pump(void *arg)
 {
     (void)arg;
     enum { N = 2000, SIZE = 1000 };
-    static unsigned char *v[N];
+    static stress_entry_t v[N];
     for (uint64_t round = 0; !atomic_load_explicit(&pump_stop, memory_order_relaxed); round++) {
         for (int i = 0; i < N; i++) {
-            v[i] = alloc_malloc(SIZE);
-            stress_check(v[i] != NULL, "pump: malloc(%d) returned NULL", SIZE);
-            memset(v[i], (int)(round + (uint64_t)i), SIZE);
+            unsigned char *p = alloc_malloc(SIZE);
+            stress_check(p != NULL, "pump: malloc(%d) returned NULL", SIZE);
+            check_new_block(p, SIZE, 0, "pump");
+            v[i] = (stress_entry_t){ p, SIZE, block_key(p, SIZE, opt.seed + round) };
+            sparse_fill(p, SIZE, v[i].key);
         }
-        for (int i = 0; i < N; i++) {
-            stress_check(v[i][SIZE - 1] == (unsigned char)(round + (uint64_t)i),
-                         "pump: block %p was overwritten", (void *)v[i]);
-            alloc_free(v[i]);
-        }
+        for (int i = 0; i < N; i++)
+            stress_drop(v[i], "pump");
         struct timespec pause = { 0, 300 * 1000 };
         nanosleep(&pause, NULL);
     }

@@ -266,6 +266,59 @@ static void forged_link(void)
             abort();                            /* handed out: not caught */
 }
 
+/* A double free that the freed mark cannot see: a write after free
+ * wiped the block's mark before it was freed again.  The page's count of
+ * blocks out falls by two for one block, reaches 0 while q is still
+ * live, and the page must not go back to the pool (to be handed out
+ * again over q): its lists, counted when it empties, hold a block too
+ * few. */
+static void double_free_after_write(void)
+{
+    enum { N = 48, SIZE = 4096 };
+    char *b[N];
+    int first = -1;
+    for (int i = 0; i < N; i++) {
+        b[i] = alloc_malloc(SIZE);
+        if (first < 0 && page_of(b[i]) == b[i])
+            first = i;
+    }
+    if (first < 0 || first + 16 > N || page_of(b[first + 15]) != b[first])
+        abort();                                /* 16 blocks a page, in order */
+    char *p = b[first], *q = b[first + 1];
+    memset(q, 'q', SIZE);
+    for (int i = first + 2; i < first + 16; i++)
+        alloc_free(b[i]);
+    expected_addr = p;                          /* the message names the page */
+    alloc_free(p);
+    memset(p, 0, 16);                           /* the write after free */
+    alloc_free(p);                              /* the page's count reaches 0 */
+    for (int i = 0; i < 64; i++)                /* reuse its slot, if it went back */
+        memset(alloc_malloc(8000), 'x', 8000);
+    for (int i = 0; i < SIZE; i++)
+        if (q[i] != 'q')
+            abort();                            /* handed out over a live block */
+}
+
+/* A write after free over a free block's link, met by heap profiling's
+ * walk along a list (placing its sample trap) rather than by malloc's
+ * pop: the walk must check each link as the pop does, and say so. */
+static void write_after_free_profiled(void)
+{
+    enum { N = 200 };
+    char *b[N];
+    alloc_option_set(ALLOC_OPTION_PROF_SAMPLE, 64);
+    alloc_option_set(ALLOC_OPTION_PROF, 1);
+    for (int i = 0; i < N; i++)
+        b[i] = alloc_malloc(64);
+    expected_addr = page_of(b[N / 2]);
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+    memset(b[N / 2], 0x5a, 8);                  /* its link, not its mark */
+    for (int i = 0; i < 4 * N; i++)
+        alloc_malloc(64);
+    alloc_option_set(ALLOC_OPTION_PROF, 0);
+}
+
 static void free_never_allocated(void)
 {
     char *p = alloc_malloc(64);
@@ -413,6 +466,8 @@ CASE(usable_size_freed, "already free (used after free)", "(usable_size,")
 CASE(free_never_allocated, "never allocated", "(free,")
 CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
+CASE(double_free_after_write, "freed twice", "(free,")
+CASE(write_after_free_profiled, "free list corrupted", "(malloc,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
 CASE(realloc_freed_in_place, "double free", "(realloc,")
@@ -464,6 +519,8 @@ int main(void)
         cmocka_unit_test(test_free_never_allocated),
         cmocka_unit_test(test_overflow_into_free_neighbour),
         cmocka_unit_test(test_forged_link),
+        cmocka_unit_test(test_double_free_after_write),
+        cmocka_unit_test(test_write_after_free_profiled),
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),
         cmocka_unit_test(test_realloc_freed_in_place),

@@ -3,6 +3,7 @@
 #include "page.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/random.h>
 #include <time.h>
 #include "message.h"
@@ -86,12 +87,97 @@ void shoal_page_fini(shoal_page_t *pg)
     }
 }
 
+static unsigned capacity_of(const shoal_page_t *pg)
+{
+    return atomic_load_explicit(&pg->capacity, memory_order_relaxed);
+}
+
+/* A page whose lists cannot be trusted goes out of service: both lists
+ * end where they start, every carved block counts as out, so `used`
+ * never reaches 0 again and the page never goes back to the pool under a
+ * block that may still be live; the blocks its lists held are lost to
+ * it.  Frees of its live blocks go on as before (onto local_free), and
+ * they may be handed out again. */
+static void take_out_of_service(shoal_page_t *pg)
+{
+    shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
+    pg->free = pg->local_free = end;
+    pg->trap_next = NULL;
+    pg->gap_rest = SHOAL_GAP_UNDRAWN;
+    pg->used = capacity_of(pg);
+}
+
 void shoal_page_broken(shoal_page_t *pg)
 {
     shoal_fault("malloc", pg->start, "free list corrupted in the page at this address: a "
                                      "free block's link or freed mark was overwritten (an "
                                      "overflow of the block before it, or a write after free)");
-    pg->free = pg->local_free = NULL;
+    take_out_of_service(pg);
+}
+
+/* ---- checked walks ------------------------------------------------------
+ * malloc checks each block it pops (shoal_block_is_free); a walk along a
+ * list on a slow path checks each block the same way before it reads or
+ * writes through it, and counts: a list holds at most `capacity` blocks,
+ * so a longer one runs in a cycle, which is what a block freed twice
+ * makes (its second free links it to the list it is already on). */
+
+#define LIST_BAD UINT_MAX               /* a link failed the check */
+#define LIST_LONG (UINT_MAX - 1)        /* more blocks than it may hold */
+
+/* Up to max blocks of a list of pg from b on: how many (or LIST_BAD), in
+ * *last the last of them (NULL for none), and in *rest what comes after
+ * it.  The sample trap is stepped over: it stands for trap_next. */
+static unsigned list_walk(const shoal_page_t *pg, shoal_block_t *b, unsigned max,
+                          shoal_block_t **last, shoal_block_t **rest)
+{
+    unsigned n = 0;
+    *last = NULL;
+    for (;; b = shoal_decode(pg, b->link)) {
+        if (b == &shoal_trap_sample)
+            b = pg->trap_next;
+        if (shoal_list_ended(b) || n == max)
+            break;
+        if (!shoal_block_is_free(pg, b))
+            return LIST_BAD;
+        n++;
+        *last = b;
+    }
+    *rest = b;
+    return n;
+}
+
+/* The length of a whole list, at most max (else LIST_LONG, or LIST_BAD),
+ * and in *last its last block. */
+static unsigned list_count(const shoal_page_t *pg, shoal_block_t *head, unsigned max,
+                           shoal_block_t **last)
+{
+    shoal_block_t *rest;
+    unsigned n = list_walk(pg, head, max, last, &rest);
+    return n != LIST_BAD && !shoal_list_ended(rest) ? LIST_LONG : n;
+}
+
+bool shoal_page_all_home(shoal_page_t *pg)
+{
+    if (pg->used != 0)
+        return false;
+    /* `used` says no block is out: then every block carved carries the
+     * freed mark, for a block handed out had it cleared.  A scan in
+     * address order, no list to follow: a few instructions a block,
+     * once a page. */
+    uintptr_t mark = shoal_freed_mark(pg);
+    unsigned capacity = capacity_of(pg), i = 0;
+    while (i < capacity && ((const shoal_block_t *)(pg->start + (size_t)i * pg->block_size))->freed == mark)
+        i++;
+    if (i == capacity)
+        return true;
+    /* `used` fell twice for one block: the freed mark could not tell
+     * its second free, after a write had wiped it. */
+    shoal_fault("free", pg->start,
+                "a block of the page at this address was freed twice, the second time after a "
+                "write into it had wiped its freed mark: the page is kept out of use");
+    take_out_of_service(pg);
+    return false;
 }
 
 /* ---- the traps (page.h) ------------------------------------------------ */
@@ -124,42 +210,41 @@ void shoal_page_trap_place(shoal_page_t *pg, unsigned len, uint64_t gap)
     pg->gap_rest = (int64_t)gap - len;
     if (gap >= len)
         return;
-    /* The block before the one the trap stands for: gap - 1 links on. */
-    shoal_block_t *after = NULL;
-    if (gap > 0) {
-        after = pg->free;
-        for (uint64_t i = 1; i < gap; i++)
-            after = shoal_decode(pg, after->link);
+    /* The block before the one the trap stands for: the gap-th. */
+    shoal_block_t *after, *next;
+    if (list_walk(pg, pg->free, (unsigned)gap, &after, &next) != gap) {
+        shoal_page_broken(pg);          /* a bad link, or the list is short */
+        return;
     }
-    if (after == NULL) {
-        pg->trap_next = pg->free;
+    pg->trap_next = next;
+    if (after == NULL)
         pg->free = &shoal_trap_sample;
-    } else {
-        pg->trap_next = shoal_decode(pg, after->link);
+    else
         after->link = shoal_encode(pg, &shoal_trap_sample);
-    }
     pg->trap_after = after;
     pg->trap_rest = (uint16_t)(len - gap);
 }
 
-/* Blocks on local_free (a walk: only where they are not known to be 0). */
-static unsigned local_count(const shoal_page_t *pg)
+/* Blocks on local_free (a walk: only where they are not known to be 0);
+ * a list that fails the walk's checks takes the page out of service. */
+static unsigned local_count(shoal_page_t *pg)
 {
-    unsigned n = 0;
-    for (const shoal_block_t *b = pg->local_free; !shoal_list_ended(b); b = shoal_decode(pg, b->link))
-        n++;
-    return n;
+    shoal_block_t *last;
+    unsigned n = list_count(pg, pg->local_free, capacity_of(pg), &last);
+    if (n < LIST_LONG)
+        return n;
+    shoal_page_broken(pg);
+    return 0;
 }
 
 /* Blocks on `free` now, n_local being on local_free (a block is on one
  * of the two lists, or out: used). */
 static unsigned free_count_with(const shoal_page_t *pg, unsigned n_local)
 {
-    unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
-    return capacity - pg->used - n_local;
+    return capacity_of(pg) - pg->used - n_local;
 }
 
-static unsigned free_count(const shoal_page_t *pg)
+static unsigned free_count(shoal_page_t *pg)
 {
     return free_count_with(pg, local_count(pg));
 }
@@ -171,29 +256,16 @@ static uint64_t gap_now(const shoal_page_t *pg, unsigned free_len)
     return pg->gap_rest == SHOAL_GAP_UNDRAWN ? UINT64_MAX : (uint64_t)(pg->gap_rest + free_len);
 }
 
-/* The block of the list `head` whose link is `end`, and in *n the
- * list's length. */
-static shoal_block_t *list_tail(const shoal_page_t *pg, shoal_block_t *head, shoal_block_t *end,
-                                unsigned *n)
-{
-    shoal_block_t *b = head, *next;
-    *n = 1;
-    while ((next = shoal_decode(pg, b->link)) != end) {
-        b = next;
-        ++*n;
-    }
-    return b;
-}
-
 /* Make the NULL that ends *list the end trap. */
 static void end_in_trap(shoal_page_t *pg, shoal_block_t **list)
 {
+    shoal_block_t *tail;
     if (*list == NULL)
         *list = &shoal_trap_end;
-    else {
-        unsigned n;
-        list_tail(pg, *list, NULL, &n)->link = shoal_encode(pg, &shoal_trap_end);
-    }
+    else if (list_count(pg, *list, capacity_of(pg), &tail) < LIST_LONG)
+        tail->link = shoal_encode(pg, &shoal_trap_end);
+    else
+        shoal_page_broken(pg);
 }
 
 void shoal_page_arm(shoal_page_t *pg)
@@ -237,7 +309,7 @@ shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg)
 void shoal_page_extend(shoal_page_t *pg)
 {
     /* About 4 KiB of blocks a time, at least one. */
-    unsigned capacity = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
+    unsigned capacity = capacity_of(pg);
     unsigned n = SHOAL_OS_PAGE / pg->block_size;
     if (n == 0)
         n = 1;
@@ -294,11 +366,14 @@ void shoal_page_collect(shoal_page_t *pg)
             shoal_page_take_local_trapped(pg);
         return;
     }
-    shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL;
+    shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL, *tail;
     if (pg->armed)
         untrap(pg);
-    unsigned n_local;
-    shoal_block_t *tail = list_tail(pg, pg->local_free, end, &n_local);
+    unsigned n_local = list_count(pg, pg->local_free, capacity_of(pg), &tail);
+    if (n_local >= LIST_LONG) {
+        shoal_page_broken(pg);
+        return;
+    }
     tail->link = shoal_encode(pg, pg->free);
     unsigned free_len = free_count_with(pg, n_local);
     /* The gap goes on, counted from the new head. */

@@ -296,18 +296,22 @@ static inline void shoal_page_take(shoal_page_t *pg, shoal_block_t *b)
     pg->used++;
 }
 
-/* The head of `free` is not a free block of the page and no trap: a link
- * or a freed mark was overwritten.  Say so, naming the page (what a
+/* A list of the page leads to a block that is not a free block of the
+ * page and no trap (malloc's pop, or a walk along it on a slow path): a
+ * link or a freed mark was overwritten.  Say so, naming the page (what a
  * wrong link decodes to says nothing); with ON_ERROR=warn, take the
  * page's lists out of service (their blocks are lost to it: it keeps
- * them counted as in use). */
+ * them counted as in use, so it never goes back to the pool). */
 void shoal_page_broken(shoal_page_t *pg);
 
-/* Whether a collected page has no block out (it can stop being a page). */
-static inline bool shoal_page_unused(const shoal_page_t *pg)
-{
-    return pg->used == 0;
-}
+/* Whether a page has no block out, so it can stop being a page.  `used`
+ * says so first; then every block carved must carry the freed mark (a
+ * scan of the page's blocks in address order, a slow path's, once a
+ * page).  A page whose `used` fell to 0 while a block is still out - one
+ * freed twice, the second time after a write wiped its freed mark - is
+ * reported, and kept out of use (shoal_page_broken's state) rather than
+ * given back to the pool under that block. */
+bool shoal_page_all_home(shoal_page_t *pg);
 
 /* Move local_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);

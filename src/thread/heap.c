@@ -270,7 +270,7 @@ void shoal_heap_drain_caches(void)
  * would be claimed again at once). */
 static void retire(shoal_heap_t *h, shoal_page_t *pg)
 {
-    if (h->pages[pg->size_class] == pg)
+    if (h->pages[pg->size_class] == pg || !shoal_page_all_home(pg))
         return;
     shoal_queue_remove(h, pg);
     shoal_heap_release_page(h, pg, SHOAL_TO_CACHE);
@@ -366,7 +366,7 @@ static void sweep_idle(shoal_heap_t *h)
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
-            if (!shoal_page_unused(pg)) {
+            if (!shoal_page_all_home(pg)) {
                 pg->idle_sweeps = 0;
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
                 shoal_queue_remove(h, pg);
@@ -483,7 +483,7 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
             shoal_page_t *pg = h->pages[c];
             shoal_queue_remove(h, pg);
             shoal_page_collect(pg);
-            if (shoal_page_unused(pg))
+            if (shoal_page_all_home(pg))
                 shoal_heap_release_page(h, pg, SHOAL_TO_POOL_IDLE);
             else
                 shoal_orphanage_put(pg);
@@ -662,7 +662,7 @@ bool shoal_heap_collect(void)
         while (pg != &shoal_empty_page) {
             shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (shoal_page_unused(pg)) {
+            if (shoal_page_all_home(pg)) {
                 shoal_queue_remove(h, pg);
                 shoal_heap_release_page(h, pg, SHOAL_TO_POOL);
             }

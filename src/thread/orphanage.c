@@ -79,7 +79,7 @@ unsigned shoal_orphanage_adopt(shoal_heap_t *h, unsigned cls, unsigned max)
     while (n < max && (pg = shoal_orphans.pages[cls]) != &shoal_empty_page) {
         take_orphan(h, pg);
         shoal_page_collect(pg);
-        if (shoal_page_unused(pg)) {
+        if (shoal_page_all_home(pg)) {
             shoal_heap_release_page(h, pg, SHOAL_TO_CACHE);
             continue;
         }
@@ -106,7 +106,7 @@ size_t shoal_orphanage_reclaim(bool force)
         for (; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (!shoal_page_unused(pg))
+            if (!shoal_page_all_home(pg))
                 continue;
             shoal_queue_remove(&shoal_orphans, pg);
             atomic_fetch_sub_explicit(&orphaned[c], 1, memory_order_relaxed);

@@ -31,8 +31,22 @@ bool shoal_prof_set_rate(size_t rate)
 extern const char __start_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
 extern const char __stop_shoal_alloc_path[] __attribute__((weak, visibility("hidden")));
 
+static __thread bool tl_own __attribute__((tls_model("initial-exec")));
+
+void shoal_prof_own_begin(void)
+{
+    tl_own = true;
+}
+
+void shoal_prof_own_end(void)
+{
+    tl_own = false;
+}
+
 unsigned shoal_prof_backtrace(void **pcs)
 {
+    if (tl_own)
+        return 0;
     return shoal_os_unwind(pcs, SHOAL_PROF_DEPTH, __start_shoal_alloc_path,
                            __stop_shoal_alloc_path);
 }

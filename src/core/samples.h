@@ -57,6 +57,15 @@ uint64_t shoal_prof_interval(size_t rate);
  * found no frame outside shoal). */
 unsigned shoal_prof_backtrace(void **pcs);
 
+/* Between these two, what the calling thread allocates is shoal's own,
+ * not the program's, and is never sampled: the C library's memory for
+ * the purger thread that shoal starts from inside a malloc (its TLS
+ * table, which lives as long as the thread), which a profile would
+ * credit to that malloc's caller and a leak report call a leak.  The
+ * stack walk finds no frame (shoal_prof_backtrace gives 0). */
+void shoal_prof_own_begin(void);
+void shoal_prof_own_end(void);
+
 /* The lock over the table's writers (and the sampled heap,
  * thread/sampled.h); fork holds it across (thread/fork.c): the child
  * inherits the table.  A dump reads the sites without it (below). */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include "../core/options.h"
 #include "../core/purge.h"
+#include "../core/samples.h"
 #include "../os/os.h"
 
 enum { PURGER_NONE, PURGER_RUNNING, PURGER_FAILED };
@@ -223,7 +224,10 @@ void shoal_purger_start(void)
     /* From here on, idle outboxes are the purger's to send: registered
      * for each purger (a fork child's registration is not inherited). */
     shoal_remote_stealer_set(shoal_os_barrier_register());
-    if (pthread_create(&t, &attr, purger_main, NULL) != 0) {
+    shoal_prof_own_begin();
+    int failed = pthread_create(&t, &attr, purger_main, NULL);
+    shoal_prof_own_end();
+    if (failed != 0) {
         /* Relaxed: nothing is published; slow paths still purge. */
         atomic_store_explicit(&state, PURGER_FAILED, memory_order_relaxed);
         shoal_remote_stealer_set(false);

@@ -141,14 +141,14 @@ bool shoal_size_matches(size_t usable, size_t n, size_t align)
                (shoal_class_size(c) == usable ||
                 (natural && shoal_fits_without_waste(usable, n)));
     case SHOAL_TIER_LARGE:
-        /* A block holds the slots it reaches, whatever its alignment;
-         * realloc resizes one of the natural alignment in place to any
-         * number of them. */
-        return natural || (size_t)shoal_large_slots(n) << SHOAL_SLOT_SHIFT == usable;
+        /* A block holds the slots it reaches, whatever its alignment,
+         * and realloc resizes one in place to the slots its new size
+         * reaches. */
+        return (size_t)shoal_large_slots(n) << SHOAL_SLOT_SHIFT == usable;
     case SHOAL_TIER_HUGE:
         break;
     }
-    return true;                /* huge: its own mapping, sized to fit */
+    return shoal_huge_size_matches(usable, n, align);
 }
 
 __attribute__((noinline, cold)) void *shoal_too_big(void)

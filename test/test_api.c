@@ -1434,6 +1434,24 @@ static void test_free_sized(void **state)
     assert_pattern(a, 100, 55);
     alloc_free(a);
     alloc_free(b);
+    /* Large and huge blocks too: a size whose malloc would not have held
+     * this block is refused, and the block stays live. */
+    static const size_t wrong[][2] = {
+        { 300 * KiB, 100 * KiB }, { 300 * KiB, 600 * KiB }, { 12 * MiB, 3 * MiB },
+        { 12 * MiB, 1 * MiB }, { 12 * MiB, 30 * MiB },
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        char *p = alloc_malloc(wrong[i][0]);
+        assert_non_null(p);
+        fill_pat(p, wrong[i][0], i);
+        capture_begin();
+        alloc_free_sized(p, wrong[i][1]);
+        if (!capture_end(msg, sizeof msg))
+            fail_msg("free_sized(malloc(%zu), %zu) was taken", wrong[i][0], wrong[i][1]);
+        assert_non_null(strstr(msg, "size does not match"));
+        assert_pattern(p, wrong[i][0], i);
+        alloc_free_sized(p, wrong[i][0]);
+    }
     assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_ABORT), 0);
 }
 

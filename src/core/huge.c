@@ -479,6 +479,13 @@ bool shoal_huge_was_freed(const void *p)
     return found;
 }
 
+bool shoal_huge_size_matches(size_t usable, size_t n, size_t align)
+{
+    size_t off = user_offset(align);
+    return n <= usable &&
+           shoal_fits_without_waste(usable + off, shoal_align_up(off + n, SHOAL_SLOT_SIZE));
+}
+
 void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
 {
     size_t off = (size_t)(h->user - h->base);

@@ -91,6 +91,12 @@ void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled);
  * double free; the answer is only sure while the mapping is cached). */
 bool shoal_huge_was_freed(const void *p);
 
+/* Whether a huge block of `usable` bytes may have been asked for as n
+ * bytes at alignment `align` (free_sized's check): its mapping is the
+ * one a malloc, a reuse or a realloc of n would hold - it fits n and
+ * wastes less than half. */
+bool shoal_huge_size_matches(size_t usable, size_t n, size_t align);
+
 /* Resize in place or by moving the pages (mremap), never by copying.
  * NULL with errno ENOMEM if neither works; the block is then untouched. */
 void *shoal_huge_realloc(shoal_huge_t *h, size_t size);

@@ -50,9 +50,9 @@ static inline enum shoal_chunk_kind shoal_chunk_of(const void *p)
 /* shoal_os_reserve's, for memory the map must tell apart: a mapping the
  * kernel placed beyond the map (it does not, unless asked) goes back,
  * and the answer is NULL with errno ENOMEM, as from a refusal. */
-static inline void *shoal_chunk_reserve(size_t size, size_t align)
+static inline void *shoal_chunk_reserve(size_t size, size_t align, enum shoal_os_charge charge)
 {
-    char *p = shoal_os_reserve(size, align);
+    char *p = shoal_os_reserve(size, align, charge);
     if (shoal_unlikely(p != NULL && ((uintptr_t)p + size - 1) >> SHOAL_ADDR_BITS != 0)) {
         shoal_os_release(p, size);
         errno = ENOMEM;

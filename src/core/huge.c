@@ -215,7 +215,7 @@ static char *map_new(size_t size, size_t align)
 {
     char *base = NULL;
     if (shoal_commit_charge(size)) {
-        base = shoal_chunk_reserve(size, align);
+        base = shoal_chunk_reserve(size, align, SHOAL_OS_CHARGED);
         if (base == NULL)
             shoal_commit_uncharge(size);
     }
@@ -508,9 +508,11 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     char *base = shoal_os_remap(old_base, old, size, NULL);
     if (base == NULL && size > old) {
         /* Move the pages to a new aligned reservation (address space
-         * only: the account has the bytes already). */
+         * only: the account has the bytes already, and so has the
+         * kernel's, which the moved mapping carries with it and which
+         * counts the growth). */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
-        char *target = shoal_chunk_reserve(size, base_align);
+        char *target = shoal_chunk_reserve(size, base_align, SHOAL_OS_LAZY);
         /* The old chunk is untagged before the move, not after: once the
          * pages have moved, the kernel may give the old addresses to
          * another thread's mmap at once, and that thread tags the chunk

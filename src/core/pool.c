@@ -197,7 +197,7 @@ static bool grow(size_t seen)
     shoal_superpage_t *sp = NULL;
     bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
     if (charged && n < SHOAL_MAX_SUPERPAGES)
-        sp = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE);
+        sp = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
     if (sp == NULL) {
         if (charged)
             shoal_commit_uncharge(SHOAL_SLOT_SIZE);

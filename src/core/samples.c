@@ -164,7 +164,7 @@ static void *arena_take(size_t n)
     n = shoal_align_up(n, 16);
     if ((size_t)(arena_end - arena_next) < n) {
         size_t size = n > ARENA_CHUNK ? shoal_align_up(n, ARENA_CHUNK) : ARENA_CHUNK;
-        char *chunk = shoal_os_reserve(size, SHOAL_OS_PAGE);
+        char *chunk = shoal_os_reserve(size, SHOAL_OS_PAGE, SHOAL_OS_LAZY);
         if (chunk == NULL)
             return NULL;
         arena_next = chunk;
@@ -182,7 +182,7 @@ static size_t record_chain(const void *p, unsigned bits)
 
 static record_t **records_map(unsigned bits)
 {
-    return shoal_os_reserve(sizeof *records << bits, SHOAL_OS_PAGE);
+    return shoal_os_reserve(sizeof *records << bits, SHOAL_OS_PAGE, SHOAL_OS_LAZY);
 }
 
 /* Four times the chains, every record rehashed (a failed mapping keeps

@@ -19,17 +19,17 @@
 /* Bytes reserved, for stats: relaxed, nothing is published through them. */
 static _Atomic size_t os_mapped, os_mapped_peak;
 
-static void *map_anon(void *hint, size_t size)
+static void *map_anon(size_t size, enum shoal_os_charge charge)
 {
-    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (charge == SHOAL_OS_LAZY ? MAP_NORESERVE : 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-void *shoal_os_reserve(size_t size, size_t align)
+void *shoal_os_reserve(size_t size, size_t align, enum shoal_os_charge charge)
 {
     int saved = errno;
-    void *p = map_anon(NULL, size);
+    void *p = map_anon(size, charge);
     if (p == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -42,7 +42,7 @@ void *shoal_os_reserve(size_t size, size_t align)
             errno = ENOMEM;
             return NULL;
         }
-        char *raw = map_anon(NULL, size + align);
+        char *raw = map_anon(size + align, charge);
         if (raw == NULL) {
             errno = ENOMEM;
             return NULL;

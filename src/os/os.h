@@ -1,8 +1,9 @@
 /* os.h - the only layer that talks to the kernel about memory.
  *
- * Memory is reserved as private anonymous read-write mappings with
- * MAP_NORESERVE: on Linux that is reservation and lazy commit in one step,
- * since a page costs RSS only once it is touched.  Purging gives pages
+ * Memory is reserved as private anonymous read-write mappings: on Linux
+ * that is reservation and lazy commit in one step, since a page costs RSS
+ * only once it is touched.  The pool's are MAP_NORESERVE; a huge block's
+ * is charged to the kernel's overcommit account (enum shoal_os_charge).  Purging gives pages
  * back (they read as zero afterwards with MADV_DONTNEED); prefaulting
  * populates them up front.  Every call reports failure by return value
  * and errno, never by crashing.
@@ -14,9 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How the kernel's overcommit policy sees a reservation. */
+enum shoal_os_charge {
+    /* MAP_NORESERVE: address space, whose memory counts as it is
+     * touched (the pool's superpages, metadata). */
+    SHOAL_OS_LAZY,
+    /* Counted whole at once, as the C library's mmap of a large block
+     * is: a block the machine could never back (malloc(1 << 46) on a
+     * machine of some GiB, under the default heuristic) is refused here
+     * with ENOMEM, where a lazy reservation would succeed and the
+     * process be killed by the OOM killer when it touched the block. */
+    SHOAL_OS_CHARGED,
+};
+
 /* Reserve `size` bytes aligned to `align` (a power of two, at least the
  * OS page size).  NULL with errno ENOMEM on failure. */
-void *shoal_os_reserve(size_t size, size_t align);
+void *shoal_os_reserve(size_t size, size_t align, enum shoal_os_charge charge);
 
 /* Give a whole reservation back to the kernel. */
 void shoal_os_release(void *addr, size_t size);

@@ -425,7 +425,7 @@ static shoal_heap_t *heap_new(void)
     shoal_heap_t *h = NULL;
     shoal_lock(&area_lock);
     if (area_next == NULL || (size_t)(area_end - area_next) < sz) {
-        char *area = shoal_os_reserve(SHOAL_SLOT_SIZE, SHOAL_SLOT_SIZE);
+        char *area = shoal_os_reserve(SHOAL_SLOT_SIZE, SHOAL_SLOT_SIZE, SHOAL_OS_LAZY);
         if (area != NULL) {
             area_next = area;
             area_end = area + SHOAL_SLOT_SIZE;

@@ -54,10 +54,11 @@ SHOAL_EXPORT SHOAL_ALLOC_PATH int posix_memalign(void **out, size_t align, size_
     return 0;
 }
 
-/* glibc's memalign rounds an alignment that is not a power of two up. */
+/* glibc's memalign rounds an alignment that is not a power of two up
+ * (to 2^63 at most: one above that is EINVAL, as glibc's). */
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *memalign(size_t align, size_t n)
 {
-    if (!shoal_is_pow2(align) && align <= ((size_t)1 << 62))
+    if (!shoal_is_pow2(align) && align <= ((size_t)1 << 63))
         align = align <= 1 ? 1 : (size_t)1 << (64 - __builtin_clzl(align - 1));
     return alloc_aligned(align, n);
 }
@@ -142,10 +143,8 @@ SHOAL_EXPORT int mallopt(int param, int value)
 /* glibc writes XML; so does this, with shoal's summary. */
 SHOAL_EXPORT int malloc_info(int options, FILE *fp)
 {
-    if (options != 0) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (options != 0)
+        return EINVAL;          /* glibc's answer: no -1, errno as it was */
     alloc_stats_t st = stats_now();
     fprintf(fp, "<malloc version=\"shoal-%d.%d\">\n", SHOAL_VERSION_MAJOR, SHOAL_VERSION_MINOR);
     fprintf(fp, "<total type=\"allocated\" size=\"%zu\"/>\n", st.allocated);

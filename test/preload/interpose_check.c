@@ -241,6 +241,12 @@ static void aligned(void)
     CHECK(p != NULL && ((uintptr_t)p & 0xffff) == 0, "memalign(64 KiB)");
     check_owned(p, 100, "memalign");
     free(p);
+    /* Rounded up to 2^63, which no block has; above that, not a size. */
+    errno = 0;
+    CHECK(memalign(((size_t)1 << 62) + 1, 1) == NULL && errno == ENOMEM,
+          "memalign(2^62 + 1) should be ENOMEM");
+    errno = 0;
+    CHECK(memalign(SIZE_MAX, 1) == NULL && errno == EINVAL, "memalign(SIZE_MAX) should be EINVAL");
     long ps = sysconf(_SC_PAGESIZE);
     p = valloc(100);
     CHECK(p != NULL && ((uintptr_t)p & (uintptr_t)(ps - 1)) == 0, "valloc");
@@ -310,6 +316,7 @@ static void malloc_h_extras(bool shoal)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     CHECK(f != NULL && malloc_info(0, f) == 0, "malloc_info failed");
+    CHECK(f != NULL && malloc_info(1, f) == EINVAL, "malloc_info(1) should be EINVAL");
     if (f != NULL)
         fclose(f);
     CHECK(text != NULL && strncmp(text, "<malloc version=", 16) == 0 &&

@@ -36,18 +36,23 @@ shoal_ptr_t shoal_classify(const void *p)
     return c;
 }
 
+/* Every call that reports a bad pointer frees the block, but
+ * usable_size: of a freed block that is a use after free, not a second
+ * free. */
+static bool frees(const char *fn)
+{
+    return strcmp(fn, "usable_size") != 0;
+}
+
 /* A pointer into a page that is not a live block's start: say which. */
 static void bad_block(const shoal_page_t *pg, const shoal_block_t *b, const char *fn)
 {
     uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
     const char *what = "pointer inside a block, not at its start (interior or misaligned)";
-    /* Every call that gets here frees the block, but usable_size: of a
-     * freed block that is a use after free, not a second free. */
-    bool frees = strcmp(fn, "usable_size") != 0;
     if (off % pg->block_size == 0)
         what = off / pg->block_size >= atomic_load_explicit(&pg->capacity, memory_order_relaxed)
                    ? "pointer to a block that was never allocated"
-               : frees ? "double free (the block is already free)"
+               : frees(fn) ? "double free (the block is already free)"
                        : "pointer to a block that is already free (used after free)";
     shoal_fault(fn, b, what);
 }
@@ -59,10 +64,12 @@ static void bad_pool_pointer(const void *p, const char *fn)
 {
     shoal_superpage_t *sp = shoal_superpage_of(p);
     unsigned slot = (unsigned)(((uintptr_t)p - (uintptr_t)sp) >> SHOAL_SLOT_SHIFT);
-    const char *what = slot == 0 ? "pointer to memory that is not allocated (shoal's own "
-                                   "metadata)"
-                                 : "pointer to memory that is not allocated: freed "
-                                   "already (a double free) or never handed out";
+    const char *what = slot == 0   ? "pointer to memory that is not allocated (shoal's own "
+                                     "metadata)"
+                       : frees(fn) ? "pointer to memory that is not allocated: freed "
+                                     "already (a double free) or never handed out"
+                                   : "pointer to memory that is not allocated: freed "
+                                     "already (used after free) or never handed out";
     /* The nearest large block's head at or below p's slot, if it holds
      * p's slot (a large block holds at most SHOAL_LARGE_SLOTS). */
     for (unsigned h = slot; h != 0 && slot - h < SHOAL_LARGE_SLOTS; h--) {
@@ -76,6 +83,28 @@ static void bad_pool_pointer(const void *p, const char *fn)
     shoal_fault(fn, p, what);
 }
 
+/* What a pointer outside the pool that starts no live huge block is:
+ * inside a live huge block, in the mapping of a freed one that shoal
+ * still holds (the shared cache, or a thread's slot), or not shoal's. */
+static const char *bad_outside_pool(const void *p, const char *fn)
+{
+    if (shoal_huge_containing(p) != NULL)
+        return "pointer inside a huge block, not its start";
+    enum shoal_huge_freed place = shoal_huge_was_freed(p);
+    if (place == SHOAL_HUGE_NOT_FREED)
+        place = shoal_heap_huge_slots_hold(p);
+    switch (place) {
+    case SHOAL_HUGE_FREED_START:
+        return frees(fn) ? "double free (the huge block is already free)"
+                         : "pointer to a huge block that is already free (used after free)";
+    case SHOAL_HUGE_FREED_INSIDE:
+        return "pointer inside a huge block that is already free";
+    case SHOAL_HUGE_NOT_FREED:
+        break;
+    }
+    return "pointer not allocated by shoal";
+}
+
 __attribute__((noinline, cold)) void shoal_ptr_fault(const void *p, const shoal_ptr_t *c,
                                                      const char *fn)
 {
@@ -84,10 +113,7 @@ __attribute__((noinline, cold)) void shoal_ptr_fault(const void *p, const shoal_
     } else if (c->pg != NULL) {
         bad_pool_pointer(p, fn);
     } else {
-        bool freed = shoal_huge_was_freed(p) ||
-                     shoal_huge_slot_holds(&shoal_tl_heap->huge_slot, p);
-        shoal_fault(fn, p, freed ? "double free (the huge block is already free)"
-                                 : "pointer not allocated by shoal");
+        shoal_fault(fn, p, bad_outside_pool(p, fn));
     }
 }
 

@@ -225,6 +225,58 @@ static void usable_size_freed(void)
     alloc_usable_size(p);
 }
 
+static void usable_size_freed_large(void)
+{
+    char *p = expected_addr = alloc_malloc(300000);
+    alloc_free(p);
+    alloc_usable_size(p);
+}
+
+static void usable_size_freed_huge(void)
+{
+    char *p = expected_addr = alloc_malloc(20u << 20);
+    alloc_free(p);
+    alloc_usable_size(p);
+}
+
+/* Laid out with its header in the chunk below, 8 MiB into its mapping. */
+static void double_free_huge_aligned(void)
+{
+    char *p = expected_addr = alloc_aligned(8u << 20, 5u << 20);
+    alloc_free(p);
+    alloc_free(p);
+}
+
+/* Freed into this thread's huge slot, then again by another thread. */
+static void double_free_huge_other_thread(void)
+{
+    pthread_t t;
+    char *p = expected_addr = alloc_malloc(20u << 20);
+    alloc_free(p);
+    pthread_create(&t, NULL, remote_free, p);
+    pthread_join(t, NULL);
+}
+
+static void free_inside_huge(void)
+{
+    char *p = alloc_malloc(20u << 20);
+    alloc_free(expected_addr = p + 4096);
+}
+
+/* Past the first 4 MiB: a chunk no tag names. */
+static void free_inside_huge_later_chunk(void)
+{
+    char *p = alloc_malloc(20u << 20);
+    alloc_free(expected_addr = p + (13u << 20));
+}
+
+static void free_inside_freed_huge(void)
+{
+    char *p = alloc_malloc(20u << 20);
+    alloc_free(p);
+    alloc_free(expected_addr = p + 100000);
+}
+
 /* The 64 KiB page of a small block. */
 static char *page_of(void *p)
 {
@@ -463,6 +515,13 @@ CASE(free_superpage_header, "not allocated", "(free,")
 CASE(free_inside_large, "inside a large block", "(free,")
 CASE(free_inside_large_later_slot, "inside a large block", "(free,")
 CASE(usable_size_freed, "already free (used after free)", "(usable_size,")
+CASE(usable_size_freed_large, "freed already (used after free)", "(usable_size,")
+CASE(usable_size_freed_huge, "already free (used after free)", "(usable_size,")
+CASE(double_free_huge_aligned, "double free", "(free,")
+CASE(double_free_huge_other_thread, "double free", "(free,")
+CASE(free_inside_huge, "inside a huge block, not its start", "(free,")
+CASE(free_inside_huge_later_chunk, "inside a huge block, not its start", "(free,")
+CASE(free_inside_freed_huge, "inside a huge block that is already free", "(free,")
 CASE(free_never_allocated, "never allocated", "(free,")
 CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
@@ -516,6 +575,13 @@ int main(void)
         cmocka_unit_test(test_free_inside_large),
         cmocka_unit_test(test_free_inside_large_later_slot),
         cmocka_unit_test(test_usable_size_freed),
+        cmocka_unit_test(test_usable_size_freed_large),
+        cmocka_unit_test(test_usable_size_freed_huge),
+        cmocka_unit_test(test_double_free_huge_aligned),
+        cmocka_unit_test(test_double_free_huge_other_thread),
+        cmocka_unit_test(test_free_inside_huge),
+        cmocka_unit_test(test_free_inside_huge_later_chunk),
+        cmocka_unit_test(test_free_inside_freed_huge),
         cmocka_unit_test(test_free_never_allocated),
         cmocka_unit_test(test_overflow_into_free_neighbour),
         cmocka_unit_test(test_forged_link),

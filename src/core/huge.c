@@ -439,13 +439,25 @@ void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
     unmap(slot_base(w), size);
 }
 
-bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
+/* Where p lies in the freed mapping [base, base + size): a block of any
+ * alignment starts a power of two from HUGE_HEADER on into it
+ * (user_offset). */
+static enum shoal_huge_freed freed_place(uintptr_t base, size_t size, const void *p)
+{
+    uintptr_t off = (uintptr_t)p - base;
+    if (base == 0 || off >= size)
+        return SHOAL_HUGE_NOT_FREED;
+    return off >= HUGE_HEADER && (off & (off - 1)) == 0 ? SHOAL_HUGE_FREED_START
+                                                       : SHOAL_HUGE_FREED_INSIDE;
+}
+
+enum shoal_huge_freed shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p)
 {
     /* In integers: a closed slot's word is no mapping's.  Relaxed: only
-     * the address is compared, nothing behind it is read. */
+     * the addresses are compared, nothing behind them is read. */
     uintptr_t base = atomic_load_explicit(&s->map, memory_order_relaxed) &
                      ~(uintptr_t)(SHOAL_SP_SIZE - 1);
-    return base != 0 && base + user_offset(SHOAL_ALIGN) == (uintptr_t)p;
+    return freed_place(base, atomic_load_explicit(&s->size, memory_order_relaxed), p);
 }
 
 void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)
@@ -468,15 +480,31 @@ void shoal_huge_slot_stats(shoal_huge_slot_t *s, shoal_huge_stats_t *st)
     st->cached_bytes += size;
 }
 
-bool shoal_huge_was_freed(const void *p)
+enum shoal_huge_freed shoal_huge_was_freed(const void *p)
 {
-    char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
-    bool found = false;
+    enum shoal_huge_freed place = SHOAL_HUGE_NOT_FREED;
     shoal_lock(&cache_lock);
-    for (unsigned i = 0; i < cached; i++)
-        found |= cache[i].base == chunk || cache[i].base + SHOAL_SP_SIZE == chunk;
+    for (unsigned i = 0; i < cached && place == SHOAL_HUGE_NOT_FREED; i++)
+        place = freed_place((uintptr_t)cache[i].base, cache[i].size, p);
     shoal_unlock(&cache_lock);
-    return found;
+    return place;
+}
+
+const shoal_huge_t *shoal_huge_containing(const void *p)
+{
+    uintptr_t chunk = (uintptr_t)p >> SHOAL_SP_SHIFT;
+    for (uintptr_t i = 0; i < 4096 && i <= chunk; i++) {
+        const char *c = (const char *)((chunk - i) << SHOAL_SP_SHIFT);
+        enum shoal_chunk_kind k = shoal_chunk_base_kind(shoal_chunk_of(c));
+        if (k == SHOAL_CHUNK_SUPERPAGE)
+            return NULL;                /* the pool's: no huge block reaches over it */
+        if (k != SHOAL_CHUNK_HUGE && k != SHOAL_CHUNK_HUGE_BEHIND)
+            continue;
+        const shoal_huge_t *h =
+            (const shoal_huge_t *)(k == SHOAL_CHUNK_HUGE_BEHIND ? c - SHOAL_SP_SIZE : c);
+        return (const char *)p >= h->user && (const char *)p < h->user + h->usable ? h : NULL;
+    }
+    return NULL;
 }
 
 bool shoal_huge_size_matches(size_t usable, size_t n, size_t align)

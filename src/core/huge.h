@@ -72,9 +72,19 @@ void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed);
  * left for the next pass. */
 void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
 
-/* Whether p was the block of the mapping in the slot (the holder, for
- * naming a double free). */
-bool shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p);
+/* Where p lies in a freed huge block's mapping that shoal still holds,
+ * for naming a bad pointer: at a place where a block of some alignment
+ * starts (a double free, or a use after free), inside one, or in none.
+ * The answer is only sure while the mapping is held. */
+enum shoal_huge_freed {
+    SHOAL_HUGE_NOT_FREED = 0,
+    SHOAL_HUGE_FREED_INSIDE,
+    SHOAL_HUGE_FREED_START,
+};
+
+/* The same for the mapping in a slot (any thread: the word is read,
+ * nothing behind it). */
+enum shoal_huge_freed shoal_huge_slot_holds(shoal_huge_slot_t *s, const void *p);
 
 /* The header of the huge block starting at p (whose chunk has kind k),
  * or NULL if p is not the start of a live huge block. */
@@ -87,9 +97,14 @@ void shoal_huge_free(shoal_huge_t *h);
  * holder of the block). */
 void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled);
 
-/* Whether p was a huge block that is now freed and cached (for naming a
- * double free; the answer is only sure while the mapping is cached). */
-bool shoal_huge_was_freed(const void *p);
+/* The same for the mappings of the shared cache. */
+enum shoal_huge_freed shoal_huge_was_freed(const void *p);
+
+/* The live huge block whose bytes hold p (not at its start: that is
+ * shoal_huge_of's), found by its chunk's tag at most 16 GiB below p;
+ * NULL if none.  For naming a bad pointer only: it reads the header of
+ * a block another thread may be freeing. */
+const shoal_huge_t *shoal_huge_containing(const void *p);
 
 /* Whether a huge block of `usable` bytes may have been asked for as n
  * bytes at alignment `align` (free_sized's check): its mapping is the

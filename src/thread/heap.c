@@ -609,6 +609,15 @@ size_t shoal_heap_reclaim(bool force)
     return waiting;
 }
 
+enum shoal_huge_freed shoal_heap_huge_slots_hold(const void *p)
+{
+    enum shoal_huge_freed place = SHOAL_HUGE_NOT_FREED;
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire);
+         h != NULL && place == SHOAL_HUGE_NOT_FREED; h = h->next_all)
+        place = shoal_huge_slot_holds(&h->huge_slot, p);
+    return place;
+}
+
 /* One scan at a time, and none across a fork: a claim the child kept
  * would never be let go. */
 static shoal_lock_t scan_lock = SHOAL_LOCK_INIT;

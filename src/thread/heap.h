@@ -185,6 +185,11 @@ void shoal_heap_send_idle_outboxes(void);
 /* Whether any heap's outbox holds blocks (a hint, relaxed). */
 bool shoal_heap_outboxes_hold(void);
 
+/* Where p lies in the freed huge mapping some thread's huge slot holds
+ * (core/huge.h), for naming a bad pointer: a huge block freed into one
+ * thread's slot and freed again by another is a double free too. */
+enum shoal_huge_freed shoal_heap_huge_slots_hold(const void *p);
+
 /* Figures over all heaps. */
 typedef struct shoal_heap_stats_s {
     size_t live, live_peak, created, exited, abandoned_pages;

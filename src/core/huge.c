@@ -535,12 +535,18 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     }
     char *base = shoal_os_remap(old_base, old, size, NULL);
     if (base == NULL && size > old) {
-        /* Move the pages to a new aligned reservation (address space
-         * only: the account has the bytes already, and so has the
-         * kernel's, which the moved mapping carries with it and which
-         * counts the growth). */
+        /* Move the pages to a new aligned reservation (shoal's account
+         * has the bytes already).  The kernel unmaps the target first
+         * and then charges the move the new size: a charge refused
+         * there would leave the target's addresses free for any
+         * thread's mmap, where the failure path below unmaps them.  So
+         * the target is charged whole, as the block will be: it is
+         * refused up front if the kernel would refuse the move, and the
+         * move then takes the charge the unmap gave back (refused
+         * after all only under strict overcommit, if other processes
+         * took the headroom in between). */
         size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
-        char *target = shoal_chunk_reserve(size, base_align, SHOAL_OS_LAZY);
+        char *target = shoal_chunk_reserve(size, base_align, SHOAL_OS_CHARGED);
         /* The old chunk is untagged before the move, not after: once the
          * pages have moved, the kernel may give the old addresses to
          * another thread's mmap at once, and that thread tags the chunk

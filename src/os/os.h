@@ -3,9 +3,9 @@
  * Memory is reserved as private anonymous read-write mappings: on Linux
  * that is reservation and lazy commit in one step, since a page costs RSS
  * only once it is touched.  The pool's are MAP_NORESERVE; a huge block's
- * is charged to the kernel's overcommit account (enum shoal_os_charge).  Purging gives pages
- * back (they read as zero afterwards with MADV_DONTNEED); prefaulting
- * populates them up front.  Every call reports failure by return value
+ * is charged to the kernel's overcommit account (enum shoal_os_charge).
+ * Purging gives pages back (they read as zero afterwards with
+ * MADV_DONTNEED); prefaulting populates them up front.  Every call reports failure by return value
  * and errno, never by crashing.
  */
 #ifndef SHOAL_OS_H

@@ -28,12 +28,25 @@ static void *remote_free(void *p)
     return NULL;
 }
 
-static void double_free_small(void)
+/* malloc(n), free it, then `again` on the freed block. */
+static void freed_then(size_t n, void (*again)(void *))
 {
-    char *p = expected_addr = alloc_malloc(40);
+    char *p = expected_addr = alloc_malloc(n);
     alloc_free(p);
-    alloc_free(p);
+    again(p);
 }
+
+static void usable_size_of(void *p)
+{
+    alloc_usable_size(p);
+}
+
+static void double_free_small(void) { freed_then(40, alloc_free); }
+static void double_free_large(void) { freed_then(300000, alloc_free); }
+static void double_free_huge(void) { freed_then(20u << 20, alloc_free); }
+static void usable_size_freed(void) { freed_then(100, usable_size_of); }
+static void usable_size_freed_large(void) { freed_then(300000, usable_size_of); }
+static void usable_size_freed_huge(void) { freed_then(20u << 20, usable_size_of); }
 
 static void double_free_remote(void)
 {
@@ -142,20 +155,6 @@ static void free_superpage_header(void)
     alloc_free(expected_addr = (char *)((uintptr_t)p & ~(SHOAL_SP_SIZE - 1)) + 256);
 }
 
-static void double_free_large(void)
-{
-    char *p = expected_addr = alloc_malloc(300000);
-    alloc_free(p);
-    alloc_free(p);
-}
-
-static void double_free_huge(void)
-{
-    char *p = expected_addr = alloc_malloc(20u << 20);
-    alloc_free(p);
-    alloc_free(p);
-}
-
 static void free_stack(void)
 {
     char local[64];
@@ -216,27 +215,6 @@ static void free_inside_large_later_slot(void)
 {
     char *p = alloc_malloc(300000);             /* 5 slots: an order-3 block */
     alloc_free(expected_addr = p + 200000);     /* in its fourth slot */
-}
-
-static void usable_size_freed(void)
-{
-    char *p = expected_addr = alloc_malloc(100);
-    alloc_free(p);
-    alloc_usable_size(p);
-}
-
-static void usable_size_freed_large(void)
-{
-    char *p = expected_addr = alloc_malloc(300000);
-    alloc_free(p);
-    alloc_usable_size(p);
-}
-
-static void usable_size_freed_huge(void)
-{
-    char *p = expected_addr = alloc_malloc(20u << 20);
-    alloc_free(p);
-    alloc_usable_size(p);
 }
 
 /* Laid out with its header in the chunk below, 8 MiB into its mapping. */

@@ -1483,6 +1483,22 @@ static void test_free_sized(void **state)
         assert_pattern(p, wrong[i][0], i);
         alloc_free_sized(p, wrong[i][0]);
     }
+    /* A block of 0 bytes at 4 MiB alignment in a reused mapping of 8 MiB
+     * (a natural block's), half of it past the alignment: taken back at
+     * size 0, as it was asked for (malloc serves 0 as 1). */
+    long saved = purge_off();
+    alloc_collect(true);            /* no mapping cached but the one below */
+    void *m = alloc_malloc(8 * MiB - 100), *other = alloc_malloc(20 * MiB);
+    alloc_free(m);
+    alloc_free(other);              /* into the thread's slot: m's to the shared cache */
+    void *z = alloc_aligned(4 * MiB, 0);
+    assert_non_null(z);
+    assert_int_equal(alloc_usable_size(z), 4 * MiB);      /* in m's mapping */
+    capture_begin();
+    alloc_free_aligned_sized(z, 4 * MiB, 0);
+    if (capture_end(msg, sizeof msg))
+        fail_msg("free_aligned_sized(aligned_alloc(4 MiB, 0), 4 MiB, 0): %s", msg);
+    purge_restore(saved);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_ABORT), 0);
 }
 

@@ -510,6 +510,8 @@ const shoal_huge_t *shoal_huge_containing(const void *p)
 bool shoal_huge_size_matches(size_t usable, size_t n, size_t align)
 {
     size_t off = user_offset(align);
+    if (n == 0)
+        n = 1;                  /* as shoal_huge_alloc serves it */
     return n <= usable &&
            shoal_fits_without_waste(usable + off, shoal_align_up(off + n, SHOAL_SLOT_SIZE));
 }

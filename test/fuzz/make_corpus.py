@@ -105,6 +105,13 @@ seeds = {
         [op(MALLOC, k, size(1 * MiB)) for k in range(40)]
         + [op(ALIGNED, 50, align_pow2(22), size(0)), op(ALIGNED, 51, align_pow2(23), size(0))]
         + [op(FREE, k) for k in range(40)]),
+    # free_aligned_sized(p, 4 MiB, 0) of aligned_alloc(4 MiB, 0) in a
+    # reused 8 MiB mapping was refused: the size check took 0 for 0 where
+    # the allocation serves 0 as 1.
+    "regress-free-sized-huge-zero": b"".join([
+        op(PURGE_DELAY, 3), op(COLLECT, 1), op(MALLOC, 0, size(8 * MiB - 100)),
+        op(MALLOC, 1, size(20 * MiB)), op(FREE, 0), op(FREE, 1),
+        op(ALIGNED, 2, align_pow2(22), size(0)), op(FREE_SIZED, 2)]),
     "regress-huge-realloc-move": b"".join(
         [op(MALLOC, k, size(3 * MiB)) for k in range(8)]
         + [op(REALLOC, k, size(5 * MiB)) for k in range(8)]),

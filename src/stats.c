@@ -341,14 +341,28 @@ static void on_signal(int sig)
     errno = saved;
 }
 
+/* Give the signal our handler held back what was there before - unless
+ * the program has put a handler of its own there since, which stays. */
+static void give_back_signal(int sig)
+{
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_handler == on_signal)
+        sigaction(sig, &previous, NULL);
+}
+
 /* STATS_SIGNAL changed (or start-up): move our handler to the new signal.
  * A signal the program handles already is left alone, with a warning. */
 static void apply_stats_signal(long sig)
 {
     /* Relaxed: it only names the signal; sigaction orders the rest. */
     int old = atomic_exchange_explicit(&installed_signal, 0, memory_order_relaxed);
+    if (old != 0 && old == sig) {
+        atomic_store_explicit(&installed_signal, old, memory_order_relaxed);
+        return;                 /* the same signal: nothing moves */
+    }
     if (old != 0)
-        sigaction(old, &previous, NULL);
+        give_back_signal(old);
     if (sig <= 0)
         return;
     struct sigaction cur, sa = { 0 };

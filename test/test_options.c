@@ -119,6 +119,9 @@ static void test_parse_booleans(void **state)
         bad(o, "truex");
         bad(o, "enable");
         bad(o, " 1x");
+        ok(o, " 1", 1);                 /* blanks around a value go */
+        ok(o, "off \t", 0);
+        bad(o, "o n");
     }
 }
 
@@ -140,7 +143,9 @@ static void test_parse_numbers(void **state)
     bad(d, "");
     bad(d, "ten");
     bad(d, "10x");
-    bad(d, "10 ");
+    ok(d, "10 ", 10);                       /* an env file's trailing blank */
+    ok(d, " 64k", 65536);
+    bad(d, "1 0");
     bad(d, "1.5");
     bad(d, "1kk");
     bad(d, "k");
@@ -267,6 +272,27 @@ static void test_parse_signals(void **state)
     }
     bad(s, "SEGV");
     bad(s, "SIGKILL");
+    /* Every name a number may name: the names agree with the numbers. */
+    ok(s, "TERM", SIGTERM);
+    ok(s, "SIGINT", SIGINT);
+    ok(s, "alrm", SIGALRM);
+    ok(s, "CHLD", SIGCHLD);
+    ok(s, "PIPE", SIGPIPE);
+    ok(s, "RTMIN", SIGRTMIN);
+    ok(s, "RTMAX", SIGRTMAX);
+    ok(s, "RTMAX-1", SIGRTMAX - 1);
+    ok(s, " USR2 ", SIGUSR2);
+    bad(s, "RTMIN+-22");
+    bad(s, "RTMIN-1");
+    bad(s, "RTMAX+1");
+    bad(s, "RTMIN+1k");
+    /* The C library's own, below SIGRTMIN (glibc: 32 and 33). */
+    for (int sig = SIGSYS + 1; sig < SIGRTMIN; sig++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", sig);
+        bad(s, num);
+        assert_int_equal(alloc_option_set(s, sig), EINVAL);
+    }
 }
 
 static void test_parse_bad_arguments(void **state)

@@ -458,6 +458,49 @@ static void test_stats_file_not_held(void **state)
     (void)len;
 }
 
+/* Moving STATS_SIGNAL gives the old signal back only where shoal's
+ * handler is still there: a handler the program put there since stays
+ * (it was replaced by SIG_DFL, and the next such signal killed the
+ * process).  Setting the same signal again moves nothing. */
+static volatile sig_atomic_t mine_got;
+
+static void mine(int sig)
+{
+    (void)sig;
+    mine_got++;
+}
+
+static void test_signal_moves_leave_program_handlers(void **state)
+{
+    (void)state;
+    long saved = alloc_option_get(ALLOC_OPTION_STATS_SIGNAL);
+    int a = SIGRTMIN + 5, b = SIGRTMIN + 6;
+    struct sigaction cur, sa = { 0 };
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_STATS_SIGNAL, a), 0);
+    assert_int_equal(sigaction(a, NULL, &cur), 0);
+    void (*shoals)(int) = cur.sa_handler;
+    assert_true(shoals != SIG_DFL && shoals != SIG_IGN);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_STATS_SIGNAL, a), 0);     /* again */
+    assert_int_equal(sigaction(a, NULL, &cur), 0);
+    assert_ptr_equal(cur.sa_handler, shoals);
+    /* The program takes signal a over, then shoal moves to b. */
+    sa.sa_handler = mine;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(a, &sa, NULL), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_STATS_SIGNAL, b), 0);
+    assert_int_equal(sigaction(a, NULL, &cur), 0);
+    assert_ptr_equal(cur.sa_handler, mine);
+    raise(a);
+    assert_int_equal(mine_got, 1);
+    /* b had shoal's handler, and gets SIG_DFL back. */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_STATS_SIGNAL, 0), 0);
+    assert_int_equal(sigaction(b, NULL, &cur), 0);
+    assert_ptr_equal(cur.sa_handler, SIG_DFL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(a, &sa, NULL);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_STATS_SIGNAL, saved), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_text_report),
         cmocka_unit_test(test_signal_storm),
         cmocka_unit_test(test_stats_file_not_held),
+        cmocka_unit_test(test_signal_moves_leave_program_handlers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

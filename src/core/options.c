@@ -88,7 +88,8 @@ static void warn_small_limit(long value)
 
 /* Signals a statistics dump must never be tied to: the synchronous
  * faults (a handler that returns makes the fault happen again, for ever),
- * abort's, and the two that no handler can catch. */
+ * abort's, the two that no handler can catch, and the C library's own
+ * (32 and 33 in glibc, below SIGRTMIN: no program may handle them). */
 static bool signal_refused(long sig)
 {
     switch (sig) {
@@ -96,7 +97,7 @@ static bool signal_refused(long sig)
     case SIGABRT: case SIGKILL: case SIGSTOP:
         return true;
     default:
-        return false;
+        return sig > SIGSYS && sig < SIGRTMIN;
     }
 }
 
@@ -173,13 +174,40 @@ static int parse_bool(const char *s, long *out)
     return 0;
 }
 
+/* RTMIN+n or RTMAX-n, n a plain count (no sign, no suffix). */
+static int parse_rt_signal(const char *s, long *out)
+{
+    bool max = strncasecmp(s, "RTMAX", 5) == 0;
+    if (!max && strncasecmp(s, "RTMIN", 5) != 0)
+        return EINVAL;
+    long n = 0;
+    if (s[5] != '\0') {
+        char *end;
+        if (s[5] != (max ? '-' : '+') || s[6] < '0' || s[6] > '9')
+            return EINVAL;
+        n = strtol(s + 6, &end, 10);
+        if (*end != '\0' || n > SIGRTMAX - SIGRTMIN)
+            return EINVAL;
+    }
+    *out = max ? SIGRTMAX - n : SIGRTMIN + n;
+    return 0;
+}
+
+/* A signal's name (with or without SIG, any case) or number.  Every
+ * signal a number may name has its name here, the refused ones too, so
+ * that both are refused alike (signal_refused). */
 static int parse_signal(const char *s, long *out)
 {
     static const struct { const char *name; int sig; } names[] = {
-        { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP },
-        { "WINCH", SIGWINCH }, { "URG", SIGURG }, { "PWR", SIGPWR },
-        { "PROF", SIGPROF }, { "VTALRM", SIGVTALRM }, { "TTIN", SIGTTIN },
-        { "TTOU", SIGTTOU }, { "CONT", SIGCONT }, { "QUIT", SIGQUIT },
+        { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "ILL", SIGILL },
+        { "TRAP", SIGTRAP }, { "ABRT", SIGABRT }, { "IOT", SIGIOT }, { "BUS", SIGBUS },
+        { "FPE", SIGFPE }, { "KILL", SIGKILL }, { "USR1", SIGUSR1 }, { "SEGV", SIGSEGV },
+        { "USR2", SIGUSR2 }, { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+        { "STKFLT", SIGSTKFLT }, { "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "STOP", SIGSTOP },
+        { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN }, { "TTOU", SIGTTOU }, { "URG", SIGURG },
+        { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ }, { "VTALRM", SIGVTALRM }, { "PROF", SIGPROF },
+        { "WINCH", SIGWINCH }, { "IO", SIGIO }, { "POLL", SIGPOLL }, { "PWR", SIGPWR },
+        { "SYS", SIGSYS },
     };
     if (strncasecmp(s, "SIG", 3) == 0)
         s += 3;
@@ -189,10 +217,8 @@ static int parse_signal(const char *s, long *out)
             return 0;
         }
     }
-    if (strncasecmp(s, "RTMIN+", 6) == 0 && parse_number(s + 6, out) == 0) {
-        *out += SIGRTMIN;
-        return *out <= SIGRTMAX ? 0 : EINVAL;
-    }
+    if (parse_rt_signal(s, out) == 0)
+        return 0;
     if (word_is(s, "off")) {
         *out = 0;
         return 0;
@@ -200,10 +226,21 @@ static int parse_signal(const char *s, long *out)
     return parse_number(s, out);
 }
 
-int shoal_option_parse(alloc_option_t o, const char *text, long *out)
+int shoal_option_parse(alloc_option_t o, const char *raw, long *out)
 {
-    if (!known(o) || text == NULL)
+    if (!known(o) || raw == NULL)
         return EINVAL;
+    /* Blanks around the value go (an env file's trailing space). */
+    char text[64];
+    while (*raw == ' ' || *raw == '\t')
+        raw++;
+    size_t len = strlen(raw);
+    while (len > 0 && (raw[len - 1] == ' ' || raw[len - 1] == '\t' || raw[len - 1] == '\r'))
+        len--;
+    if (len >= sizeof text)
+        return EINVAL;
+    memcpy(text, raw, len);
+    text[len] = '\0';
     const option_desc_t *d = &options[o];
     long v = 0;
     int rc = EINVAL;

@@ -63,6 +63,25 @@ expect_rc 7 "$run" sh -c 'exit 7'
 expect_rc 0 "$run" -- sh -c 'exit 0'
 expect_rc 127 "$run" /nonexistent/command
 
+# --profile: the command keeps standard input; a relative directory is
+# made absolute (a command that changes directory still writes there);
+# TERM sent to the launcher goes on to the command, whose status comes
+# back.
+out=$(echo hi | "$run" --profile="$work/p1" sh -c 'read x; echo "[$x]"' 2>/dev/null)
+[ "$out" = "[hi]" ] || fail "--profile: the command read '$out', not its input"
+(cd "$work" && "$run" --profile=rel sh -c 'cd / && exec ls >/dev/null') 2>"$work/err" ||
+    fail "--profile=rel: exit status"
+ls "$work"/rel/*.leaks.heap >/dev/null 2>&1 || { cat "$work/err" >&2; fail "--profile=rel: no leak report after a chdir"; }
+grep -q "heap profiles in $work/rel" "$work/err" || fail "--profile=rel: not named absolute"
+"$run" --profile="$work/p2" sh -c 'trap "exit 3" TERM; echo up; sleep 20 & wait' >"$work/out" 2>/dev/null &
+launcher=$!
+for _ in $(seq 100); do grep -q up "$work/out" && break; sleep 0.1; done
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+[ "$rc" -eq 3 ] || fail "--profile: TERM to the launcher gave status $rc, not the command's 3"
+expect_rc 127 "$run" --profile= true
+
 # Through a symbolic link (as from /usr/local/bin).
 mkdir "$work/bin"
 ln -s "$run" "$work/bin/shoal-run"

@@ -152,7 +152,7 @@ size_t alloc_usable_size(const void *p)
     return p == NULL ? 0 : shoal_usable_or_fault(p, "usable_size");
 }
 
-bool shoal_size_matches(size_t usable, size_t n, size_t align)
+bool shoal_size_matches(const shoal_huge_t *huge, size_t usable, size_t n, size_t align)
 {
     unsigned c;
     bool natural = align <= SHOAL_ALIGN;
@@ -174,7 +174,7 @@ bool shoal_size_matches(size_t usable, size_t n, size_t align)
     case SHOAL_TIER_HUGE:
         break;
     }
-    return shoal_huge_size_matches(usable, n, align);
+    return huge != NULL && shoal_huge_size_matches(huge, n);
 }
 
 __attribute__((noinline, cold)) void *shoal_too_big(void)

@@ -83,8 +83,9 @@ size_t shoal_usable_or_fault(const void *p, const char *fn);
 size_t shoal_usable(const void *p, const shoal_ptr_t *c, const char *fn);
 
 /* Could a request of n bytes at this alignment have made a block of
- * `usable` bytes (free_sized's check)? */
-bool shoal_size_matches(size_t usable, size_t n, size_t align);
+ * `usable` bytes (free_sized's check)?  `huge` is the block's header
+ * if it is a huge block (NULL otherwise): its mapping says. */
+bool shoal_size_matches(const shoal_huge_t *huge, size_t usable, size_t n, size_t align);
 
 /* NULL with errno ENOMEM: for a size no block can have. */
 void *shoal_too_big(void);

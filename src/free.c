@@ -161,10 +161,11 @@ static void free_checked(void *p, size_t n, size_t align, const char *fn)
 {
     if (p == NULL)
         return;
-    size_t usable = shoal_usable_or_fault(p, fn);
+    shoal_ptr_t c = shoal_classify(p);
+    size_t usable = shoal_usable(p, &c, fn);
     if (usable == 0)
         return;
-    if (!shoal_is_pow2(align) || !shoal_size_matches(usable, n, align)) {
+    if (!shoal_is_pow2(align) || !shoal_size_matches(c.huge, usable, n, align)) {
         shoal_fault(fn, p, "size does not match the block");
         return;
     }

@@ -15,7 +15,7 @@
  * for n = 0 (n - 1 wraps), which frees: realloc_slow. */
 static inline bool page_block_keeps(size_t have, size_t n)
 {
-    return n - 1 < have && (n > have / 2 || shoal_size_matches(have, n, SHOAL_ALIGN));
+    return n - 1 < have && (n > have / 2 || shoal_size_matches(NULL, have, n, SHOAL_ALIGN));
 }
 
 /* In place if the block allows: a page block page_block_keeps, a large

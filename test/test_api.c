@@ -150,31 +150,6 @@ static shoal_page_t *page_of(const void *p)
     return d - d->slot_offset;
 }
 
-/* Capture what shoal writes on stderr (its fault messages). */
-static int saved_stderr = -1;
-static FILE *capture;
-
-static void capture_begin(void)
-{
-    capture = tmpfile();
-    assert_non_null(capture);
-    saved_stderr = dup(2);
-    assert_true(saved_stderr >= 0);
-    assert_true(dup2(fileno(capture), 2) >= 0);
-}
-
-/* Ends the capture; returns whether anything was written, and copies it. */
-static bool capture_end(char *buf, size_t cap)
-{
-    assert_true(dup2(saved_stderr, 2) >= 0);
-    close(saved_stderr);
-    rewind(capture);
-    size_t n = fread(buf, 1, cap - 1, capture);
-    buf[n] = '\0';
-    fclose(capture);
-    return n != 0;
-}
-
 /* ---- malloc(0), free(NULL), too big ------------------------------------ */
 
 static void test_malloc_zero_unique(void **state)
@@ -1531,6 +1506,28 @@ static void test_free_sized_after_realloc(void **state)
             refused++;
         }
         alloc_free(keep);
+    }
+    /* An aligned huge block stays where its alignment put it in its
+     * mapping, moved or resized in place: realloc's result is freed at
+     * its new size, with the natural alignment. */
+    static const size_t aligns[] = { 128, 4096, 64 * KiB, 4 * MiB, 8 * MiB };
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        for (size_t grow = 0; grow < 2; grow++) {
+            size_t n = grow ? 5 * MiB : 3 * MiB + 100;
+            void *p = alloc_aligned(aligns[i], 3 * MiB);
+            assert_non_null(p);
+            fill_pat(p, 3 * MiB, i);
+            p = alloc_realloc(p, n);
+            assert_non_null(p);
+            assert_pattern(p, 3 * MiB, i);
+            capture_begin();
+            alloc_free_sized(p, n);
+            if (capture_end(msg, sizeof msg)) {
+                print_error("free_sized(realloc(aligned_alloc(%zu, 3 MiB), %zu), %zu) refused: %s",
+                            aligns[i], n, n, msg);
+                refused++;
+            }
+        }
     }
     assert_int_equal(alloc_option_set(ALLOC_OPTION_ON_ERROR, ALLOC_ON_ERROR_ABORT), 0);
     assert_int_equal(refused, 0);

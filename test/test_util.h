@@ -13,8 +13,36 @@
 #endif
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+/* Capture what shoal writes on stderr (its fault messages, with
+ * ON_ERROR=warn), between capture_begin and capture_end. */
+static int saved_stderr = -1;
+static FILE *capture;
+
+static inline void capture_begin(void)
+{
+    capture = tmpfile();
+    saved_stderr = dup(2);
+    if (capture == NULL || saved_stderr < 0 || dup2(fileno(capture), 2) < 0)
+        abort();
+}
+
+/* Ends the capture; returns whether anything was written, and copies it. */
+static inline bool capture_end(char *buf, size_t cap)
+{
+    if (dup2(saved_stderr, 2) < 0)
+        abort();
+    close(saved_stderr);
+    rewind(capture);
+    size_t n = fread(buf, 1, cap - 1, capture);
+    buf[n] = '\0';
+    fclose(capture);
+    return n != 0;
+}
 
 /* Resident set size in bytes, read from /proc/self/statm by the test
  * itself (not from shoal's own report) and without malloc. */

@@ -507,13 +507,15 @@ const shoal_huge_t *shoal_huge_containing(const void *p)
     return NULL;
 }
 
-bool shoal_huge_size_matches(size_t usable, size_t n, size_t align)
+bool shoal_huge_size_matches(const shoal_huge_t *h, size_t n)
 {
-    size_t off = user_offset(align);
+    /* The block's own offset, not its alignment's: realloc keeps an
+     * aligned block where it was in its mapping, for any later size. */
+    size_t off = (size_t)(h->user - h->base);
     if (n == 0)
         n = 1;                  /* as shoal_huge_alloc serves it */
-    return n <= usable &&
-           shoal_fits_without_waste(usable + off, shoal_align_up(off + n, SHOAL_SLOT_SIZE));
+    return n <= h->usable &&
+           shoal_fits_without_waste(h->map_size, shoal_align_up(off + n, SHOAL_SLOT_SIZE));
 }
 
 void *shoal_huge_realloc(shoal_huge_t *h, size_t n)

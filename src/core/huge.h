@@ -106,11 +106,11 @@ enum shoal_huge_freed shoal_huge_was_freed(const void *p);
  * a block another thread may be freeing. */
 const shoal_huge_t *shoal_huge_containing(const void *p);
 
-/* Whether a huge block of `usable` bytes may have been asked for as n
- * bytes at alignment `align` (free_sized's check): its mapping is the
- * one a malloc, a reuse or a realloc of n would hold - it fits n and
+/* Whether the huge block h may have been asked for as n bytes
+ * (free_sized's check): its mapping is one that a malloc, a reuse or a
+ * realloc of n would hold at the block's place in it - it fits n and
  * wastes less than half. */
-bool shoal_huge_size_matches(size_t usable, size_t n, size_t align);
+bool shoal_huge_size_matches(const shoal_huge_t *h, size_t n);
 
 /* Resize in place or by moving the pages (mremap), never by copying.
  * NULL with errno ENOMEM if neither works; the block is then untouched. */

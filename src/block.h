@@ -24,7 +24,9 @@ enum shoal_tier { SHOAL_TIER_PAGE, SHOAL_TIER_LARGE, SHOAL_TIER_HUGE };
 
 static inline enum shoal_tier shoal_tier_of(size_t n, size_t align, unsigned *cls)
 {
-    if (align <= SHOAL_ALIGN && shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN))
+    /* Below a cache line, CACHELINE_ALIGN rounds every request up to one
+     * (the direct table's entries lead there: the fast paths agree). */
+    if (align < SHOAL_CACHE_LINE && shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN))
         align = SHOAL_CACHE_LINE;
     unsigned c = align <= SHOAL_ALIGN
                      ? (n <= SHOAL_MEDIUM_MAX ? shoal_size_to_class(n) : SHOAL_CLASSES)

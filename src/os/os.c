@@ -19,35 +19,45 @@
 /* Bytes reserved, for stats: relaxed, nothing is published through them. */
 static _Atomic size_t os_mapped, os_mapped_peak;
 
-static void *map_anon(size_t size, enum shoal_os_charge charge)
+/* At `at` (MAP_FIXED: a range of our own reservation) or anywhere. */
+static void *map_anon(void *at, size_t size, enum shoal_os_charge charge)
 {
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (charge == SHOAL_OS_LAZY ? MAP_NORESERVE : 0);
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (charge == SHOAL_OS_LAZY ? MAP_NORESERVE : 0) |
+                (at != NULL ? MAP_FIXED : 0);
+    void *p = mmap(at, size, PROT_READ | PROT_WRITE, flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 void *shoal_os_reserve(size_t size, size_t align, enum shoal_os_charge charge)
 {
     int saved = errno;
-    void *p = map_anon(size, charge);
+    void *p = map_anon(NULL, size, charge);
     if (p == NULL) {
         errno = ENOMEM;
         return NULL;
     }
     if (((uintptr_t)p & (align - 1)) != 0) {
-        /* Not aligned: map size + align and trim both ends.  The trimmed
-         * mapping stays one VMA and usually merges with its neighbours. */
+        /* Not aligned: reserve size + align as address space only, map
+         * the aligned size inside it as asked (so the overcommit policy
+         * judges `size`, not the margin), and trim both ends.  The
+         * trimmed mapping stays one VMA and usually merges with its
+         * neighbours. */
         munmap(p, size);
         if (size + align < size) {
             errno = ENOMEM;
             return NULL;
         }
-        char *raw = map_anon(size + align, charge);
+        char *raw = map_anon(NULL, size + align, SHOAL_OS_LAZY);
         if (raw == NULL) {
             errno = ENOMEM;
             return NULL;
         }
         char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+        if (charge != SHOAL_OS_LAZY && map_anon(aligned, size, charge) == NULL) {
+            munmap(raw, size + align);
+            errno = ENOMEM;
+            return NULL;
+        }
         size_t head = (size_t)(aligned - raw);
         size_t tail = align - head;
         if (head)

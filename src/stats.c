@@ -86,7 +86,7 @@ static size_t read_resident(void)
 #define PEAK_SAMPLE_MS 1
 
 typedef struct summary_s {
-    size_t allocated, active, committed, dirty, large, large_bytes, abandoned;
+    size_t allocated, active, mapped, committed, dirty, large, large_bytes, abandoned;
 } summary_t;
 
 /* Sampled peaks: relaxed, raised by a compare-exchange loop (counter.h). */
@@ -137,7 +137,13 @@ static void sample(shoal_heap_stats_t *heaps, shoal_pool_stats_t *pool, shoal_hu
         shoal_peak_update(&peak_large_bin[o], clamped(heaps->large_live[o]));
     sum->active = (pool->slots_claimed << SHOAL_SLOT_SHIFT) + huge->live_bytes;
     sum->dirty = pool->slots_dirty_free;
+    /* A huge mapping is charged before it is mapped and unmapped before
+     * it is uncharged: read in between, the account would pass the
+     * mappings for a moment. */
     sum->committed = shoal_commit_charged();
+    sum->mapped = shoal_os_mapped();
+    if (sum->committed > sum->mapped)
+        sum->committed = sum->mapped;
     sum->large = (size_t)(heaps->large_allocs - heaps->large_frees);
     sum->abandoned = heaps->abandoned_pages;
     shoal_peak_update(&peak_allocated, sum->allocated);

@@ -76,6 +76,7 @@ def check(doc, where):
          "allocated is not the sum of classes, large and huge")
     need(doc["mapped"] >= doc["active"], "active above mapped")
     need(doc["committed"] >= doc["active"], "committed below active")
+    need(doc["committed"] <= doc["mapped"], "committed above mapped")
     for cur, peak in PEAKS:
         def value(path):
             v = doc

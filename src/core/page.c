@@ -257,10 +257,12 @@ static uint64_t gap_now(const shoal_page_t *pg, unsigned free_len)
 }
 
 /* Make the NULL that ends *list the end trap. */
+/* Make the end of *list the end trap (a list cut by a broken page ends
+ * in it already). */
 static void end_in_trap(shoal_page_t *pg, shoal_block_t **list)
 {
     shoal_block_t *tail;
-    if (*list == NULL)
+    if (shoal_list_ended(*list))
         *list = &shoal_trap_end;
     else if (list_count(pg, *list, capacity_of(pg), &tail) < LIST_LONG)
         tail->link = shoal_encode(pg, &shoal_trap_end);
@@ -272,9 +274,9 @@ void shoal_page_arm(shoal_page_t *pg)
 {
     if (pg->armed)
         return;
+    pg->armed = 1;              /* first: a list found broken is cut to the end trap */
     end_in_trap(pg, &pg->free);
     end_in_trap(pg, &pg->local_free);
-    pg->armed = 1;
     shoal_page_trap_place(pg, free_count(pg), UINT64_MAX);
 }
 

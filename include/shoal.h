@@ -50,7 +50,9 @@ SHOAL_API size_t alloc_usable_size(const void *ptr);
  * to the pool, pages of exited threads whose blocks have all been freed
  * too, and a purge pass returns to the OS what has been free for
  * PURGE_DELAY_MS (a slot free at the previous pass); with `force`, all
- * free memory, whatever its age, and the huge-block cache. */
+ * free memory, whatever its age, and the huge-block cache - all but what
+ * other live threads hold themselves (their caches, and the pages that
+ * blocks freed to them keep until they next allocate). */
 SHOAL_API void alloc_collect(bool force);
 
 /* Options: each is also read from the environment at start-up as

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -439,6 +440,56 @@ static void test_max_memory_recovers(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
 }
 
+/* A charge the limit refuses is never counted, not even for a moment:
+ * added and taken back, a big refused request made the small ones other
+ * threads made meanwhile fail too, well under the limit (half of 200,000
+ * in one run). */
+static atomic_int refusing;
+
+static void *refuse_big(void *arg)
+{
+    size_t big = (size_t)(uintptr_t)arg;
+    while (atomic_load(&refusing)) {
+        void *p = alloc_malloc(big);
+        if (p != NULL)
+            alloc_free(p);
+    }
+    return NULL;
+}
+
+static void test_max_memory_refused_charge_costs_others_nothing(void **state)
+{
+    (void)state;
+    limit_to(64L << 20);
+    /* Each huge block mapped afresh and charged: no thread's slot keeps
+     * a mapping (it would be reused with no charge) when purging is
+     * immediate. */
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
+    void *base = alloc_malloc(24u << 20);
+    assert_non_null(base);
+    atomic_store(&refusing, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, refuse_big, (void *)(uintptr_t)(48u << 20)), 0);
+    int failed = 0;
+    for (int i = 0; i < 20000; i++) {
+        unsigned char *p = alloc_malloc(3u << 20);
+        if (p == NULL) {
+            failed++;
+            continue;
+        }
+        p[i % (3u << 20)] = (unsigned char)i;
+        alloc_free(p);
+    }
+    atomic_store(&refusing, 0);
+    pthread_join(t, NULL);
+    alloc_free(base);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+    if (failed != 0)
+        fail_msg("%d of 20000 mallocs of 3 MiB failed with 24 MiB live under 64", failed);
+}
+
 /* At the limit, two 1 MiB buddies this thread freed sit in its own large
  * cache; a 1.5 MiB request needs them merged, and gets them: a failing
  * allocation gives the thread's caches back to the pool and tries again. */
@@ -660,6 +711,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),
         cmocka_unit_test(test_max_memory_merges_cached_spans),
+        cmocka_unit_test(test_max_memory_refused_charge_costs_others_nothing),
         cmocka_unit_test(test_max_memory_huge_pages_purge),
         cmocka_unit_test(test_max_memory_after_lazy_purge),
         cmocka_unit_test(test_rlimit_as),

@@ -13,11 +13,24 @@ bool shoal_commit_charge(size_t bytes)
 {
     /* Relaxed: the account orders nothing.  The memory it stands for is
      * handed over by the pool's CAS and the kernel's mmap. */
-    size_t now = atomic_fetch_add_explicit(&charged, bytes, memory_order_relaxed) + bytes;
     long max = shoal_opt(ALLOC_OPTION_MAX_MEMORY);
-    if (max != 0 && now > (size_t)max) {
-        atomic_fetch_sub_explicit(&charged, bytes, memory_order_relaxed);
-        return false;
+    size_t now;
+    if (max == 0) {
+        now = atomic_fetch_add_explicit(&charged, bytes, memory_order_relaxed) + bytes;
+    } else {
+        /* Under a limit, a charge that would pass it is never added, not
+         * even for a moment: added and taken back, a big refused charge
+         * made every other thread's small one fail meanwhile (and the
+         * account read above the limit).  A failed CAS reloads the
+         * account and decides again. */
+        size_t cur = atomic_load_explicit(&charged, memory_order_relaxed);
+        do {
+            if (bytes > (size_t)max || cur > (size_t)max - bytes)
+                return false;
+            now = cur + bytes;
+        } while (!atomic_compare_exchange_weak_explicit(&charged, &cur, now,
+                                                        memory_order_relaxed,
+                                                        memory_order_relaxed));
     }
     shoal_peak_update(&charged_peak, now);
     return true;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -619,6 +620,52 @@ static void test_max_memory_after_lazy_purge(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_MODE, ALLOC_PURGE_DONTNEED), 0);
 }
 
+/* calloc from a reused huge mapping in a process under mlockall: the
+ * kernel refuses MADV_DONTNEED on locked memory, so the old bytes must
+ * be cleared another way (they were handed out as they were).  Run in a
+ * child: the lock is for the whole process.  Skipped (exit 77) where
+ * the memlock limit refuses mlockall. */
+static int calloc_locked(void)
+{
+    enum { N = 8 << 20 };
+#if defined(UNDER_TSAN) || defined(UNDER_ASAN)
+    return 77;          /* locking a sanitizer's shadow would fault in terabytes */
+#endif
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        return 77;
+    unsigned char *p = alloc_malloc(N);
+    if (p == NULL)
+        return 2;
+    memset(p, 0xaa, N);
+    alloc_free(p);
+    unsigned char *q = alloc_calloc(1, N);
+    if (q == NULL)
+        return 2;
+    size_t dirty = 0;
+    for (size_t i = 0; i < N; i++)
+        dirty += q[i] != 0;
+    if (dirty != 0)
+        fprintf(stderr, "calloc under mlockall: %zu of %d bytes not zero (reused: %d)\n", dirty,
+                N, q == p);
+    return dirty != 0;
+}
+
+static void test_calloc_of_locked_memory(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_memory", "calloc-locked", (char *)NULL);
+        _exit(4);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* ---- RLIMIT_AS -------------------------------------------------------- */
 
 static void test_rlimit_as(void **state)
@@ -700,6 +747,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "huge-pages-purge") == 0)
         return huge_pages_purge_rounds();
+    if (argc == 2 && strcmp(argv[1], "calloc-locked") == 0)
+        return calloc_locked();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rss_returns_after_delay),
         cmocka_unit_test(test_rss_returns_from_exited_threads),
@@ -708,6 +757,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
+        cmocka_unit_test(test_calloc_of_locked_memory),
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),
         cmocka_unit_test(test_max_memory_merges_cached_spans),

@@ -12,6 +12,15 @@
 #endif
 #endif
 
+/* UNDER_ASAN: built with AddressSanitizer. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>

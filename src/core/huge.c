@@ -163,10 +163,13 @@ static char *cache_take(size_t need, size_t align, size_t *size)
 }
 
 /* The first `bytes` of a reused mapping must read as zero: cheaper than
- * memset, the kernel zeroes. */
+ * memset, the kernel zeroes - where it will (memory locked by mlock or
+ * mlockall refuses MADV_DONTNEED: there a memset does it). */
 static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
 {
-    shoal_os_purge(base, shoal_align_up(bytes, SHOAL_OS_PAGE), false);
+    size_t len = shoal_align_up(bytes, SHOAL_OS_PAGE);
+    if (!shoal_os_purge(base, len, false))
+        memset(base, 0, len);
 }
 
 /* A mapping taken back for a block that reaches `reach` bytes into it:

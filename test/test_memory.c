@@ -620,6 +620,39 @@ static void test_max_memory_after_lazy_purge(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_MODE, ALLOC_PURGE_DONTNEED), 0);
 }
 
+/* A delay set to 0 at run time (purge at once) gives back what is
+ * already free at once: the memory freed before, the large cache, the
+ * huge cache and slot.  Before, it stayed until some later free came
+ * along - with a purger asleep (a delay of 0 has no clock to sleep on). */
+static void test_purge_delay_set_to_zero_purges_what_is_free(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    static void *blocks[N];
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    size_t base = committed_now();
+    for (int i = 0; i < N; i++) {
+        assert_non_null(blocks[i] = alloc_malloc(1 << 20));
+        memset(blocks[i], i, 1 << 20);
+    }
+    unsigned char *h = alloc_malloc(20u << 20);
+    assert_non_null(h);
+    memset(h, 1, 20u << 20);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[4095], i);
+        alloc_free(blocks[i]);
+    }
+    alloc_free(h);
+    assert_true(committed_now() >= base + ((size_t)N << 20) / 2);  /* kept: never purge */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
+    size_t c = committed_now();
+    if (c > base + (4u << 20))
+        fail_msg("committed %zu MiB over the %zu before, right after the delay went to 0",
+                 (c - base) >> 20, base >> 20);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+}
+
 /* calloc from a reused huge mapping in a process under mlockall: the
  * kernel refuses MADV_DONTNEED on locked memory, so the old bytes must
  * be cleared another way (they were handed out as they were).  Run in a
@@ -757,6 +790,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
+        cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),
         cmocka_unit_test(test_calloc_of_locked_memory),
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),

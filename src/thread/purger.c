@@ -237,10 +237,13 @@ void shoal_purger_start(void)
 }
 
 /* alloc_option_set changed PURGE_DELAY_MS: a purger asleep on the old
- * delay wakes, one that was not wanted may now be. */
+ * delay wakes, one that was not wanted may now be.  A delay of 0 means
+ * at once, and no clock runs for it (frees purge as they come): what is
+ * free already goes now, on the caller's thread. */
 static void delay_changed(long value)
 {
-    (void)value;
+    if (value == 0)
+        shoal_purge_now(true);
     shoal_purge_delay_changed();
     atomic_fetch_add_explicit(&delay_seq, 1, memory_order_release);
     if (atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING)

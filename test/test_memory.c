@@ -653,6 +653,40 @@ static void test_purge_delay_set_to_zero_purges_what_is_free(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
 }
 
+/* A limit set below what is committed now (memory freed but not yet
+ * purged, still charged) is met: the free memory goes at once, and
+ * blocks that reuse it are charged again.  Before, the charged free
+ * slots were claimed again with no charge, and 75 blocks of 1 MiB lived
+ * under a limit of 64 MiB. */
+static void test_max_memory_set_below_committed(void **state)
+{
+    (void)state;
+    enum { SMALL = 100000 };
+    static void *small[SMALL];
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    size_t base = committed_now();
+    for (int i = 0; i < SMALL; i++) {
+        assert_non_null(small[i] = alloc_malloc(1024));
+        memset(small[i], i, 1024);
+    }
+    for (int i = 0; i < SMALL; i++)
+        alloc_free(small[i]);
+    long limit = (long)base + (64L << 20);
+    assert_true(committed_now() > (size_t)limit);        /* ~100 MB, never purged */
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
+    int n = fill_to_limit(blocks, MAX);
+    size_t c = committed_now();
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(((unsigned char *)blocks[i])[(1 << 20) - 1], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    if (c > (size_t)limit)
+        fail_msg("%d blocks of 1 MiB, committed %zu over a limit of %ld", n, c, limit);
+}
+
 /* calloc from a reused huge mapping in a process under mlockall: the
  * kernel refuses MADV_DONTNEED on locked memory, so the old bytes must
  * be cleared another way (they were handed out as they were).  Run in a
@@ -792,6 +826,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),
         cmocka_unit_test(test_calloc_of_locked_memory),
+        cmocka_unit_test(test_max_memory_set_below_committed),
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),
         cmocka_unit_test(test_max_memory_merges_cached_spans),

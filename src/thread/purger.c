@@ -27,6 +27,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "../core/commit.h"
 #include "../core/options.h"
 #include "../core/purge.h"
 #include "../core/samples.h"
@@ -253,10 +254,21 @@ static void delay_changed(long value)
     shoal_purger_start();
 }
 
+/* MAX_MEMORY set below what is committed now: free memory goes at once,
+ * so that the account comes under the limit.  (Free slots still charged
+ * would otherwise be claimed again with no new charge, and the process
+ * go on above the limit it was given.) */
+static void limit_changed(long value)
+{
+    if (value != 0 && shoal_commit_charged() > (size_t)value)
+        shoal_purge_now(true);
+}
+
 void shoal_purger_init(void)
 {
     shoal_purge_set_waker(wake);
     shoal_option_on_change(ALLOC_OPTION_PURGE_DELAY_MS, delay_changed);
+    shoal_option_on_change(ALLOC_OPTION_MAX_MEMORY, limit_changed);
     shoal_purge_set_reclaimer(shoal_heap_reclaim);
 }
 

@@ -456,11 +456,16 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
 
 size_t shoal_pool_purge(bool force, size_t *waiting)
 {
-    if (!ck_spinlock_fas_trylock(&purge_lock)) {
+    /* A forced pass (alloc_collect(true), an allocation at MAX_MEMORY
+     * that needs room) promises everything free back, so it waits for a
+     * pass under way - which waits for nothing - and then makes its own;
+     * a timed one leaves the work to that pass. */
+    if (force) {
+        shoal_lock(&purge_lock);
+    } else if (!shoal_trylock(&purge_lock)) {
         *waiting += 1;          /* someone else's pass; ours comes later */
         return 0;
     }
-    shoal_tsan_acquire(&purge_lock);
     /* Under MAX_MEMORY a purge must free room in the committed account,
      * which MADV_FREE's lazily reclaimed slots would not. */
     bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE &&

@@ -86,8 +86,15 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n)
     if (q != NULL)
         return q;
     q = n > old ? alloc_to_grow(n) : alloc_malloc(n);
-    if (q == NULL)
-        return NULL;            /* p is untouched */
+    if (q == NULL) {
+        /* Refused at MAX_MEMORY, the new block gave back what could go
+         * (caches, free slots, the huge cache) before it failed: growing
+         * in place needs only the difference, and may fit now. */
+        q = resize_in_place(p, &c, old, n);
+        if (q != NULL)
+            errno = saved;
+        return q;               /* NULL: p is untouched */
+    }
     memcpy(q, p, n < old ? n : old);
     alloc_free(p);
     return q;

@@ -659,6 +659,36 @@ static void test_purge_delay_set_to_zero_purges_what_is_free(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
 }
 
+/* realloc growing a huge block at the limit: in place it needs only the
+ * difference, which the freed memory of a moment ago holds once it is
+ * purged.  The purge came with the failed allocation of the whole new
+ * size, after the in-place try: the first realloc gave ENOMEM and the
+ * same call again succeeded. */
+static void test_max_memory_realloc_grows_after_purge(void **state)
+{
+    (void)state;
+    enum { N = 25 };
+    limit_to(50L << 20);
+    unsigned char *p = alloc_malloc(20u << 20);
+    assert_non_null(p);
+    memset(p, 7, 20u << 20);
+    for (int i = 0; i < N; i++) {
+        assert_non_null(blocks[i] = alloc_malloc(1 << 20));
+        memset(blocks[i], 1, 1 << 20);
+    }
+    for (int i = 0; i < N; i++)
+        alloc_free(blocks[i]);
+    errno = 0;
+    unsigned char *q = alloc_realloc(p, 40u << 20);
+    if (q == NULL)
+        fail_msg("realloc to 40 MiB under a 50 MiB limit: errno %d, committed %zu", errno,
+                 committed_now());
+    assert_int_equal(q[(20u << 20) - 1], 7);
+    memset(q + (20u << 20), 8, 20u << 20);
+    alloc_free(q);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0), 0);
+}
+
 /* A forced purge (here: the one an allocation at the limit makes) waits
  * for a pass under way on another thread and makes its own: skipped,
  * it left freed slots charged, and a round of 1 MiB blocks after one of
@@ -887,6 +917,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),
         cmocka_unit_test(test_calloc_of_locked_memory),
         cmocka_unit_test(test_max_memory_set_below_committed),
+        cmocka_unit_test(test_max_memory_realloc_grows_after_purge),
         cmocka_unit_test(test_max_memory_forced_purge_waits_for_a_pass),
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_max_memory_recovers),

@@ -470,7 +470,12 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
      * which MADV_FREE's lazily reclaimed slots would not. */
     bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE &&
                 shoal_opt(ALLOC_OPTION_MAX_MEMORY) == 0;
-    bool huge = shoal_opt(ALLOC_OPTION_HUGE_PAGES) != 0;
+    /* HUGE_PAGES gives back only wholly free upper halves, never a part
+     * of a huge page - but a forced pass under MAX_MEMORY (an allocation
+     * at the limit, alloc_collect(true)) must free room in the account,
+     * and takes every free slot, lower halves too. */
+    bool huge = shoal_opt(ALLOC_OPTION_HUGE_PAGES) != 0 &&
+                !(force && shoal_opt(ALLOC_OPTION_MAX_MEMORY) != 0);
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)

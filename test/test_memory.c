@@ -663,6 +663,27 @@ static void test_max_memory_after_lazy_purge(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_MODE, ALLOC_PURGE_DONTNEED), 0);
 }
 
+/* With purging off (PURGE_DELAY_MS -1), from nothing free: n blocks of
+ * `size`, filled, checked and freed again, charged and not purged.
+ * Returns what was committed before them. */
+static size_t freed_never_purged(int n, size_t size)
+{
+    static void *held[1 << 17];
+    assert_true(n <= (int)(sizeof held / sizeof held[0]));
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    size_t base = committed_now();
+    for (int i = 0; i < n; i++) {
+        assert_non_null(held[i] = alloc_malloc(size));
+        memset(held[i], i & 0xff, size);
+    }
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(((unsigned char *)held[i])[size - 1], i & 0xff);
+        alloc_free(held[i]);
+    }
+    return base;
+}
+
 /* A delay set to 0 at run time (purge at once) gives back what is
  * already free at once: the memory freed before, the large cache, the
  * huge cache and slot.  Before, it stayed until some later free came
@@ -671,21 +692,10 @@ static void test_purge_delay_set_to_zero_purges_what_is_free(void **state)
 {
     (void)state;
     enum { N = 64 };
-    static void *blocks[N];
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
-    alloc_collect(true);
-    size_t base = committed_now();
-    for (int i = 0; i < N; i++) {
-        assert_non_null(blocks[i] = alloc_malloc(1 << 20));
-        memset(blocks[i], i, 1 << 20);
-    }
+    size_t base = freed_never_purged(N, 1 << 20);
     unsigned char *h = alloc_malloc(20u << 20);
     assert_non_null(h);
     memset(h, 1, 20u << 20);
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(((unsigned char *)blocks[i])[4095], i);
-        alloc_free(blocks[i]);
-    }
     alloc_free(h);
     assert_true(committed_now() >= base + ((size_t)N << 20) / 2);  /* kept: never purge */
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
@@ -793,17 +803,7 @@ static void test_max_memory_forced_purge_waits_for_a_pass(void **state)
 static void test_max_memory_set_below_committed(void **state)
 {
     (void)state;
-    enum { SMALL = 100000 };
-    static void *small[SMALL];
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
-    alloc_collect(true);
-    size_t base = committed_now();
-    for (int i = 0; i < SMALL; i++) {
-        assert_non_null(small[i] = alloc_malloc(1024));
-        memset(small[i], i, 1024);
-    }
-    for (int i = 0; i < SMALL; i++)
-        alloc_free(small[i]);
+    size_t base = freed_never_purged(100000, 1024);
     long limit = (long)base + (64L << 20);
     assert_true(committed_now() > (size_t)limit);        /* ~100 MB, never purged */
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);

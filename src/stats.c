@@ -397,9 +397,15 @@ __attribute__((constructor(101))) static void stats_start(void)
     if (path != NULL && *path != '\0') {
         /* Try it now, so that a bad path is reported at start-up. */
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0 || strlen(path) >= sizeof stats_path)
-            shoal_warning("SHOAL_STATS_FILE=%s cannot be opened; reports go to stderr", path);
-        else
+        if (fd < 0) {
+            /* The error's name (a static string: strerror may allocate). */
+            const char *why = strerrorname_np(errno);
+            shoal_warning("SHOAL_STATS_FILE=%s cannot be opened (%s); reports go to stderr", path,
+                          why != NULL ? why : "?");
+        } else if (strlen(path) >= sizeof stats_path) {
+            shoal_warning("SHOAL_STATS_FILE=%s is longer than %zu bytes; reports go to stderr",
+                          path, sizeof stats_path - 1);
+        } else
             memcpy(stats_path, path, strlen(path) + 1);
         if (fd >= 0)
             close(fd);

@@ -31,15 +31,37 @@
 
 #define SHOAL_EXPORT SHOAL_API
 
+/* `name` in a C++ runtime loaded with dlopen(RTLD_LOCAL) - by a C
+ * program's plugin, or Python's extension modules - which RTLD_NEXT,
+ * searching the scope the program started with, does not see.  Looked
+ * up in each runtime's own scope (its handle), where shoal is not. */
+static void *local_runtime_operator(const char *name)
+{
+    static const char *const runtimes[] = { "libstdc++.so.6", "libc++.so.1" };
+    for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; i++) {
+        void *lib = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (lib == NULL)
+            continue;
+        void *f = dlsym(lib, name);
+        dlclose(lib);           /* the NOLOAD open's reference: it stays loaded */
+        if (f != NULL)
+            return f;
+    }
+    return NULL;
+}
+
 /* The C++ runtime's definition of `name`, once.  A process that calls
- * operator new has one (libstdc++ or libc++) after us, unless it was
- * linked into the executable and not exported: then new cannot fail as
- * the standard says, and says so. */
+ * operator new has one (libstdc++ or libc++) after us, or loaded
+ * locally beside the code that called, unless it was linked into an
+ * object and not exported: then new cannot fail as the standard says,
+ * and says so. */
 static void *next_operator(_Atomic(void *) *slot, const char *name)
 {
     void *f = atomic_load_explicit(slot, memory_order_acquire);
     if (f == NULL) {
         f = dlsym(RTLD_NEXT, name);
+        if (f == NULL)
+            f = local_runtime_operator(name);
         if (f == NULL) {
             shoal_warning("out of memory in %s, and no C++ runtime after shoal to throw "
                           "std::bad_alloc: aborting", name);

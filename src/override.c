@@ -123,13 +123,15 @@ static int clamp(size_t v)
     return v > INT_MAX ? INT_MAX : (int)v;
 }
 
-SHOAL_EXPORT struct mallinfo mallinfo(void)
+static struct mallinfo mallinfo_now(void)
 {
     struct mallinfo2 m = mallinfo2();
     return (struct mallinfo){ .arena = clamp(m.arena), .hblks = clamp(m.hblks),
                               .hblkhd = clamp(m.hblkhd), .uordblks = clamp(m.uordblks),
                               .fordblks = clamp(m.fordblks), .keepcost = clamp(m.keepcost) };
 }
+
+SHOAL_EXPORT struct mallinfo mallinfo(void) { return mallinfo_now(); }
 
 /* glibc's tunables have no meaning here (SHOAL_* options govern shoal):
  * accepted, as glibc accepts them, and ignored. */
@@ -158,6 +160,10 @@ SHOAL_EXPORT int malloc_info(int options, FILE *fp)
 }
 
 SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_memalign(size_t align, size_t n) { return memalign(align, n); }
+SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_valloc(size_t n) { return valloc(n); }
+SHOAL_EXPORT SHOAL_ALLOC_PATH void *__libc_pvalloc(size_t n) { return pvalloc(n); }
+SHOAL_EXPORT int __libc_mallopt(int param, int value) { return mallopt(param, value); }
+SHOAL_EXPORT struct mallinfo __libc_mallinfo(void) { return mallinfo_now(); }
 SHOAL_EXPORT int __posix_memalign(void **out, size_t align, size_t n)
 {
     return posix_memalign(out, align, n);

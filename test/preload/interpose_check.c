@@ -62,7 +62,8 @@ static const char *const family[] = {
     "aligned_alloc", "posix_memalign", "memalign", "valloc", "pvalloc", "cfree",
     "free_sized", "free_aligned_sized", "malloc_stats",
     "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
-    "__libc_memalign", "__posix_memalign",
+    "__libc_memalign", "__posix_memalign", "__libc_valloc", "__libc_pvalloc",
+    "__libc_mallopt", "__libc_mallinfo",
     "malloc_trim", "mallinfo", "mallinfo2", "mallopt", "malloc_info",
 };
 

@@ -18,7 +18,7 @@
                 max_of(peak_of(&peak_active), pool.slots_claimed_peak << SHOAL_SLOT_SHIFT))     \
     FIGURE_PEAK(MEMORY, "resident", BYTES, resident, read_resident(),                          \
                 max_of(rss_peak, st->resident)) /* the kernel updates maxrss lazily */          \
-    FIGURE_PEAK(MEMORY, "mapped", BYTES, mapped, sum.mapped,                            \
+    FIGURE_PEAK(MEMORY, "mapped", BYTES, mapped, sum.mapped,                                   \
                 max_of(shoal_os_mapped_peak(), st->mapped))                                    \
     FIGURE_PEAK(MEMORY, "committed", BYTES, committed, sum.committed,                          \
                 max_of(shoal_commit_peak(), st->committed))                                    \

@@ -115,6 +115,30 @@ void shoal_page_broken(shoal_page_t *pg)
     take_out_of_service(pg);
 }
 
+bool shoal_page_all_home(shoal_page_t *pg)
+{
+    if (pg->used != 0)
+        return false;
+    /* `used` says no block is out: then every block carved carries the
+     * freed mark, for a block handed out had it cleared.  A scan in
+     * address order, no list to follow: a few instructions a block,
+     * once a page. */
+    uintptr_t mark = shoal_freed_mark(pg);
+    unsigned capacity = capacity_of(pg), i = 0;
+    while (i < capacity &&
+           ((const shoal_block_t *)(pg->start + (size_t)i * pg->block_size))->freed == mark)
+        i++;
+    if (i == capacity)
+        return true;
+    /* `used` fell twice for one block: the freed mark could not tell
+     * its second free, after a write had wiped it. */
+    shoal_fault("free", pg->start,
+                "a block of the page at this address was freed twice, the second time after a "
+                "write into it had wiped its freed mark: the page is kept out of use");
+    take_out_of_service(pg);
+    return false;
+}
+
 /* ---- checked walks ------------------------------------------------------
  * malloc checks each block it pops (shoal_block_is_free); a walk along a
  * list on a slow path checks each block the same way before it reads or
@@ -155,29 +179,6 @@ static unsigned list_count(const shoal_page_t *pg, shoal_block_t *head, unsigned
     shoal_block_t *rest;
     unsigned n = list_walk(pg, head, max, last, &rest);
     return n != LIST_BAD && !shoal_list_ended(rest) ? LIST_LONG : n;
-}
-
-bool shoal_page_all_home(shoal_page_t *pg)
-{
-    if (pg->used != 0)
-        return false;
-    /* `used` says no block is out: then every block carved carries the
-     * freed mark, for a block handed out had it cleared.  A scan in
-     * address order, no list to follow: a few instructions a block,
-     * once a page. */
-    uintptr_t mark = shoal_freed_mark(pg);
-    unsigned capacity = capacity_of(pg), i = 0;
-    while (i < capacity && ((const shoal_block_t *)(pg->start + (size_t)i * pg->block_size))->freed == mark)
-        i++;
-    if (i == capacity)
-        return true;
-    /* `used` fell twice for one block: the freed mark could not tell
-     * its second free, after a write had wiped it. */
-    shoal_fault("free", pg->start,
-                "a block of the page at this address was freed twice, the second time after a "
-                "write into it had wiped its freed mark: the page is kept out of use");
-    take_out_of_service(pg);
-    return false;
 }
 
 /* ---- the traps (page.h) ------------------------------------------------ */
@@ -256,7 +257,6 @@ static uint64_t gap_now(const shoal_page_t *pg, unsigned free_len)
     return pg->gap_rest == SHOAL_GAP_UNDRAWN ? UINT64_MAX : (uint64_t)(pg->gap_rest + free_len);
 }
 
-/* Make the NULL that ends *list the end trap. */
 /* Make the end of *list the end trap (a list cut by a broken page ends
  * in it already). */
 static void end_in_trap(shoal_page_t *pg, shoal_block_t **list)

@@ -5,8 +5,8 @@
  * only once it is touched.  The pool's are MAP_NORESERVE; a huge block's
  * is charged to the kernel's overcommit account (enum shoal_os_charge).
  * Purging gives pages back (they read as zero afterwards with
- * MADV_DONTNEED); prefaulting populates them up front.  Every call reports failure by return value
- * and errno, never by crashing.
+ * MADV_DONTNEED); prefaulting populates them up front.  Every call
+ * reports failure by return value and errno, never by crashing.
  */
 #ifndef SHOAL_OS_H
 #define SHOAL_OS_H

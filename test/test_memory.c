@@ -571,6 +571,27 @@ static int huge_pages_purge_rounds(void)
     return 0;
 }
 
+/* Under the limit the caller set: 1 KiB blocks until the limit refuses
+ * one, all freed (and, with `collect`, alloc_collect(true)), then blocks
+ * of `big` until it refuses one, all freed: how many of those fitted. */
+static int big_after_small(size_t big, bool collect)
+{
+    enum { SMALL = 1 << 18 };
+    static void *small[SMALL];
+    int k = 0, n = 0;
+    while (k < SMALL && (small[k] = alloc_malloc(1024)) != NULL)
+        memset(small[k++], 1, 1024);
+    for (int i = 0; i < k; i++)
+        alloc_free(small[i]);
+    if (collect)
+        alloc_collect(true);
+    while (n < MAX && (blocks[n] = alloc_malloc(big)) != NULL)
+        memset(blocks[n++], 2, 4096);
+    for (int i = 0; i < n; i++)
+        alloc_free(blocks[i]);
+    return n;
+}
+
 /* With HUGE_PAGES the lower half of a superpage (it holds the header, so
  * it is never wholly free) was never purged, and under MAX_MEMORY its
  * free slots stayed charged for ever: filled with 1 KiB blocks to a
@@ -579,26 +600,15 @@ static int huge_pages_purge_rounds(void)
  * slot.  Run in a process of its own: HUGE_PAGES is the process's. */
 static int huge_pages_refill(void)
 {
-    enum { SMALL = 1 << 18 };
-    static void *small[SMALL];
     const size_t limit = 128u << 20, big = 8u << 20;
     if (alloc_option_set(ALLOC_OPTION_HUGE_PAGES, 1) != 0 ||
         alloc_option_set(ALLOC_OPTION_MAX_MEMORY, (long)limit) != 0)
         return 2;
-    int k = 0, n = 0;
-    while (k < SMALL && (small[k] = alloc_malloc(1024)) != NULL)
-        memset(small[k++], 1, 1024);
-    for (int i = 0; i < k; i++)
-        alloc_free(small[i]);
-    alloc_collect(true);
-    while (n < MAX && (blocks[n] = alloc_malloc(big)) != NULL)
-        memset(blocks[n++], 2, 4096);
-    for (int i = 0; i < n; i++)
-        alloc_free(blocks[i]);
+    int n = big_after_small(big, true);
     if ((size_t)n >= limit / big - 2)
         return 0;
-    fprintf(stderr, "HUGE_PAGES: %d blocks of 8 MiB after %d of 1 KiB were freed, under "
-                    "128 MiB\n", n, k);
+    fprintf(stderr, "HUGE_PAGES: %d blocks of 8 MiB after 1 KiB blocks were freed, under "
+                    "128 MiB\n", n);
     return 1;
 }
 
@@ -752,33 +762,17 @@ static void *collect_loop(void *arg)
     return NULL;
 }
 
-static int small_then_big(void)
-{
-    enum { SMALL = 1 << 17 };
-    static void *small[SMALL];
-    int k = 0, n = 0;
-    while (k < SMALL && (small[k] = alloc_malloc(1024)) != NULL)
-        memset(small[k++], 1, 1024);
-    for (int i = 0; i < k; i++)
-        alloc_free(small[i]);
-    while (n < MAX && (blocks[n] = alloc_malloc(1 << 20)) != NULL)
-        memset(blocks[n++], 2, 4096);
-    for (int i = 0; i < n; i++)
-        alloc_free(blocks[i]);
-    return n;
-}
-
 static int forced_purge_rounds(void)
 {
     if (alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 64L << 20) != 0)
         return 2;
-    int alone = small_then_big(), fewest = alone;
+    int alone = big_after_small(1 << 20, false), fewest = alone;
     atomic_store(&collecting, 1);
     pthread_t t;
     if (pthread_create(&t, NULL, collect_loop, NULL) != 0)
         return 2;
     for (int r = 0; r < 4; r++) {
-        int n = small_then_big();
+        int n = big_after_small(1 << 20, false);
         fewest = n < fewest ? n : fewest;
     }
     atomic_store(&collecting, 0);

@@ -509,6 +509,83 @@ static void test_take_under_the_sample_trap(void **state)
     page_close(&t);
 }
 
+/* A fork child rebuilds the lists of a page whose owner vanished in the
+ * middle of an edit (heap.c, vanished heaps): from the blocks' freed
+ * marks alone.  Here the lists are wrecked as a thread stopped halfway
+ * could leave them - a pop that cleared the mark but never moved the
+ * head, a free that marked its block but never linked it, `used` off, a
+ * carve that marked blocks past the capacity - and every free block
+ * must come back exactly once, in address order, the live ones never,
+ * and the live ones' contents stay as they were. */
+static void test_rebuild_from_marks(void **state)
+{
+    (void)state;
+    test_page_t t;
+    page_open(&t, 3);                           /* 64-byte blocks */
+    shoal_page_t *pg = t.pg;
+    size_t bsize = pg->block_size;
+    shoal_page_extend(pg);
+    shoal_page_extend(pg);
+    unsigned cap = atomic_load_explicit(&pg->capacity, memory_order_relaxed);
+    assert_true(cap >= 64 && cap <= MAX_BLOCKS);
+    static void *got[MAX_BLOCKS];
+    static bool live[MAX_BLOCKS];
+    for (unsigned i = 0; i < cap; i++) {
+        got[i] = pop(pg);
+        assert_non_null(got[i]);
+        fill_block(got[i], bsize, 3, block_index(&t, got[i]), 0);
+        live[block_index(&t, got[i])] = true;
+    }
+    for (unsigned i = 0; i < cap; i += 3) {     /* a third freed */
+        live[block_index(&t, got[i])] = false;
+        local_free(pg, got[i]);
+    }
+    shoal_block_t *half_popped = pg->local_free;    /* still linked, mark cleared */
+    half_popped->freed = 0;
+    live[block_index(&t, half_popped)] = true;
+    shoal_block_t *half_freed = got[1];         /* marked, on no list */
+    half_freed->freed = shoal_freed_mark(pg);
+    live[block_index(&t, half_freed)] = false;
+    pg->free = (shoal_block_t *)(t.start + 8);  /* wrecked */
+    pg->used = 7;
+    /* A carve stopped between its marks and the capacity, with the start
+     * limit of another step: marks past the capacity, the limit ahead. */
+    shoal_block_t *past = (shoal_block_t *)(t.start + (size_t)cap * bsize);
+    past->freed = shoal_freed_mark(pg);
+    atomic_store_explicit(&pg->start_limit,
+                          (uint32_t)((cap + 8) * (pg->start_mul * pg->block_size)),
+                          memory_order_relaxed);
+
+    shoal_page_rebuild(pg);
+
+    unsigned n_live = 0;
+    for (unsigned i = 0; i < cap; i++)
+        n_live += live[i];
+    assert_int_equal(pg->used, n_live);
+    assert_null(pg->local_free);
+    assert_int_equal(pg->fresh_zero, 0);
+    size_t prev = 0;
+    unsigned n_free = 0;
+    for (shoal_block_t *b = pg->free; b != NULL; b = next_of(pg, b), n_free++) {
+        assert_true(shoal_block_is_free(pg, b));
+        size_t i = block_index(&t, b);
+        assert_true(i < cap);
+        assert_false(live[i]);
+        assert_true(n_free == 0 || i > prev);   /* address order, each once */
+        prev = i;
+    }
+    assert_int_equal(n_free, cap - n_live);
+    for (unsigned i = 0; i < cap; i++) {
+        if (!live[block_index(&t, got[i])] || got[i] == half_popped)
+            continue;
+        assert_true(shoal_block_is_live(pg, got[i]));
+        assert_true(block_filled(got[i], bsize, 3, block_index(&t, got[i]), 0));
+    }
+    /* The start test follows the capacity, not what the carve wrote. */
+    assert_false(shoal_block_is_start(pg, past));
+    page_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_dirty_span_not_zero),
         cmocka_unit_test(test_traps_sample_where_drawn),
         cmocka_unit_test(test_take_under_the_sample_trap),
+        cmocka_unit_test(test_rebuild_from_marks),
     };
     /* TEST_FILTER=name runs the tests whose names match (a glob). */
     if (getenv("TEST_FILTER") != NULL)

@@ -139,6 +139,37 @@ bool shoal_page_all_home(shoal_page_t *pg)
     return false;
 }
 
+void shoal_page_rebuild(shoal_page_t *pg)
+{
+    uintptr_t mark = shoal_freed_mark(pg);
+    unsigned capacity = capacity_of(pg), n_free = 0;
+    shoal_block_t *head = NULL;
+    for (unsigned i = capacity; i-- > 0;) {
+        shoal_block_t *b = (shoal_block_t *)(pg->start + (size_t)i * pg->block_size);
+        if (b->freed != mark)
+            continue;
+        b->link = shoal_encode(pg, head);
+        head = b;
+        n_free++;
+    }
+    pg->free = head;
+    pg->local_free = NULL;
+    pg->used = capacity - n_free;
+    /* The start limit as the capacity says (the thread may have stopped
+     * between the two); blocks it was carving past the capacity were
+     * written, so what is left uncarved no longer reads as zero. */
+    atomic_store_explicit(&pg->start_limit,
+                          (uint32_t)(capacity * (pg->start_mul * pg->block_size)),
+                          memory_order_relaxed);
+    pg->free_is_zero = pg->fresh_zero = 0;
+    pg->idle_sweeps = 0;
+    pg->armed = 0;
+    pg->trap_rest = 0;
+    pg->trap_next = pg->trap_after = NULL;
+    pg->gap_rest = SHOAL_GAP_UNDRAWN;
+    pg->next = pg->prev = NULL;
+}
+
 /* ---- checked walks ------------------------------------------------------
  * malloc checks each block it pops (shoal_block_is_free); a walk along a
  * list on a slow path checks each block the same way before it reads or

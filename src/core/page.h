@@ -313,6 +313,15 @@ void shoal_page_broken(shoal_page_t *pg);
  * given back to the pool under that block. */
 bool shoal_page_all_home(shoal_page_t *pg);
 
+/* In a fork child, a page of a heap whose thread did not come with the
+ * fork: that thread may have stopped anywhere in an edit of the page's
+ * lists, so they are made again from the blocks themselves.  A carved
+ * block carrying the freed mark is free (on a list, on its way back, or
+ * on its way out of a malloc that never returned it), and goes on
+ * `free` in address order; every other one is out with a user and
+ * counts in `used`.  The caller is the process's only thread. */
+void shoal_page_rebuild(shoal_page_t *pg);
+
 /* Move local_free onto `free` (owner only). */
 void shoal_page_collect(shoal_page_t *pg);
 

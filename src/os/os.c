@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -125,6 +127,22 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap)
         return -1;
     buf[n] = '\0';
     return (long)n;
+}
+
+long shoal_os_threads(void)
+{
+    char buf[512];
+    if (shoal_os_read_small_file("/proc/self/stat", buf, sizeof buf) < 0)
+        return -1;
+    const char *p = strrchr(buf, ')');      /* the name may hold spaces */
+    if (p == NULL || p[1] == '\0')
+        return -1;
+    /* A main thread that ended with pthread_exit stays counted (a
+     * zombie, field 3) until the process ends. */
+    long zombie_main = p[2] == 'Z';
+    for (int field = 2; p != NULL && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL ? strtol(p + 1, NULL, 10) - zombie_main : -1;
 }
 
 bool shoal_os_barrier_register(void)

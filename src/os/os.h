@@ -53,6 +53,11 @@ void shoal_os_huge_hint(void *addr, size_t size);
  * length, or -1.  No allocation; async-signal-safe. */
 long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
 
+/* The process's live threads, from /proc/self/stat (field 20, less a
+ * main thread that ended with pthread_exit); -1 if it cannot be read.
+ * No allocation. */
+long shoal_os_threads(void);
+
 /* A full memory barrier on every running thread of the process
  * (membarrier(2), PRIVATE_EXPEDITED), for a fence that one side of a
  * protocol pays for the other (thread/remote.c).  _register asks for it

@@ -7,8 +7,8 @@
  * one fixed order, so no other thread holds one at the moment of the
  * fork, and both sides release them afterwards.  The child inherits the
  * forking thread's heap and can free any block it inherited.  Heaps of
- * the parent's other threads stay in the child unowned; their blocks can
- * still be freed there (as remote frees).
+ * the parent's other threads are vanished in the child: their pages are
+ * rebuilt from the blocks' freed marks and adopted (heap.c).
  */
 #include <pthread.h>
 #include <sys/single_threaded.h>

@@ -54,6 +54,13 @@ static pthread_key_t exit_key;
  * runs destructors for at most four rounds: a heap made in the last one
  * would never be given up, and every exiting thread would leave one. */
 static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
+/* The heap this thread is taking or giving up, between the stores that
+ * make it its own or parked (the empty heap while it pops one whose name
+ * it does not know yet): for its own fork child, should a signal handler
+ * fork in between (vanished heaps, below).  Ordered with the stores
+ * around it by compiler barriers, which is all a handler on the same
+ * thread needs. */
+static __thread shoal_heap_t *tl_transit __attribute__((tls_model("initial-exec")));
 static _Atomic int init_state;          /* enum shoal_once (sync.h says its order) */
 
 static void thread_exit(void *arg);
@@ -139,8 +146,24 @@ __attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
     return h != NULL ? h : &shoal_empty_heap;
 }
 
+static void recover_vanished(void);
+
+/* A free (by `me`, maybe the empty heap) into a page of a heap whose
+ * thread did not come with a fork: the block keeps the freed mark that
+ * free gave it and goes nowhere, for no one takes that heap's inbox; the
+ * page's rebuild will find it free by its mark (recover_vanished). */
+static void vanished_free(shoal_heap_t *me, shoal_page_t *pg)
+{
+    if (me != &shoal_empty_heap)
+        shoal_count(&me->stats.frees[pg->size_class], 1);
+    else if (SHOAL_STATS_ENABLED)
+        atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
+    recover_vanished();
+}
+
 /* What remote_free does not do inline: a thread with no heap yet, a
- * heap that has just become ours, a heap no thread holds. */
+ * heap that has just become ours, a heap no thread holds, a heap a fork
+ * left without its thread. */
 static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_heap_t *dest,
                                                        shoal_page_t *pg, shoal_block_t *b)
 {
@@ -156,6 +179,10 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
     if (me == &shoal_empty_heap) {
         me = shoal_heap_of_thread();
         dest = shoal_page_heap(pg);
+    }
+    if (shoal_unlikely(dest->vanished)) {
+        vanished_free(me, pg);
+        return;
     }
     if (me == &shoal_empty_heap) {
         if (SHOAL_STATS_ENABLED) {
@@ -452,7 +479,12 @@ static shoal_heap_t *heap_new(void)
 static shoal_heap_t *heap_acquire(void)
 {
     shoal_process_init();
+    tl_transit = &shoal_empty_heap;     /* popping one */
+    atomic_signal_fence(memory_order_seq_cst);
     shoal_heap_t *h = heap_new();
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_transit = h;
+    atomic_signal_fence(memory_order_seq_cst);
     if (h == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -462,6 +494,8 @@ static shoal_heap_t *heap_acquire(void)
     shoal_peak_update(&heaps_live_peak,
                       atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
     shoal_tl_heap = h;
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_transit = NULL;
     if (!tl_exited)
         pthread_setspecific(exit_key, h);
     shoal_heap_prof_check();
@@ -508,6 +542,8 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
  * for a purge delay is emptied by the purge pass (retire_parked). */
 static void heap_give_up(shoal_heap_t *h)
 {
+    tl_transit = h;
+    atomic_signal_fence(memory_order_seq_cst);
     shoal_tl_heap = &shoal_empty_heap;
     shoal_remote_send_all(h);   /* nothing waits in an outbox nobody holds */
     drain_cache(h);             /* what is not a page is anyone's to reuse */
@@ -517,6 +553,8 @@ static void heap_give_up(shoal_heap_t *h)
     atomic_fetch_add_explicit(&heaps_exited, 1, memory_order_relaxed);
     shoal_tsan_release(h);
     ck_stack_push_mpmc(&free_heaps, &h->free_link);
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_transit = NULL;
     shoal_purge_note_free();
 }
 
@@ -598,6 +636,7 @@ size_t shoal_heap_reclaim(bool force)
     if (!shoal_turn_take(&reclaiming, force))
         return 1;
     tl_reclaiming = true;
+    recover_vanished();
     size_t waiting = retire_parked(force);
     waiting += shoal_orphanage_reclaim(force);
     /* Huge mappings that live threads keep for reuse, unused for a pass. */
@@ -682,6 +721,100 @@ bool shoal_heap_collect(void)
     return got != 0;
 }
 
+/* ---- heaps a fork left without their thread -----------------------------
+ * In the child of a fork, the parent's other threads do not exist, and
+ * each may have stopped anywhere in an edit of its heap: its queues, a
+ * page's lists, its outbox.  Those heaps are *vanished*: no thread takes
+ * them again and nothing walks their lists.  Their pages are rebuilt
+ * from the blocks themselves (shoal_page_rebuild: a block carrying its
+ * page's freed mark is free) and go to the orphanage, or to the pool
+ * when every block is free, where the child's heaps adopt them as they
+ * adopt an exited thread's - so a prefork server whose child frees what
+ * the parent's threads made reuses that memory.
+ *
+ * Counting by marks needs every free block to be in one place only.
+ * Until its page is rebuilt, a block of a vanished heap freed in the
+ * child keeps its mark and goes nowhere (vanished_free), and the
+ * vanished heap's inbox is never taken, so the blocks that vanished
+ * threads sent, held or had on their lists are all counted once, by
+ * their marks.  The rebuild must also see no free in progress: a free
+ * marks its block before it reads the page's owner, so a free between
+ * those two steps as the owner moves would count twice (rebuilt on the
+ * list, and sent to the new owner).  So the rebuild runs only while the
+ * child is the process's one thread (as /proc says: only this thread
+ * could start another, and it is busy here) - on the first free into a
+ * vanished heap's page, and on every purge pass after it until it has
+ * run.  A child that starts threads first keeps those pages, as before
+ * (docs/design.md, Known limits).
+ *
+ * Which heaps vanished: every heap a thread owned at the fork but the
+ * forking thread's own, and every one popped from the parked stack and
+ * not pushed back (a reclaim or a take-over that a vanished thread was
+ * in).  A fork from a signal handler that interrupted this thread in
+ * such a step leaves the heap it was taking or giving up (tl_transit)
+ * and, if it was popping, every heap off the stack: it goes on with
+ * them when the handler returns. */
+
+/* Whether vanished pages wait for a rebuild (relaxed: a hint, set by
+ * the fork child's one thread and cleared by the rebuild, which runs
+ * only while that thread is the only one). */
+static _Atomic bool vanished_pending;
+static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
+
+static void recover_vanished(void)
+{
+    if (!atomic_load_explicit(&vanished_pending, memory_order_relaxed) || tl_recovering ||
+        shoal_os_threads() != 1 || !shoal_orphanage_take(false))
+        return;
+    tl_recovering = true;
+    atomic_store_explicit(&vanished_pending, false, memory_order_relaxed);
+    size_t n = shoal_pool_count();
+    for (size_t i = 0; i < n; i++) {
+        shoal_superpage_t *sp = shoal_pool_superpage(i);
+        for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
+            shoal_page_t *pg = &sp->pages[slot];
+            shoal_heap_t *h;
+            if (pg->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(pg)) == NULL ||
+                !h->vanished)
+                continue;
+            shoal_page_rebuild(pg);
+            if (pg->used == 0)
+                shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
+            else
+                shoal_orphanage_put(pg);
+        }
+    }
+    shoal_orphanage_give();
+    tl_recovering = false;
+}
+
+/* In the fork child: mark the vanished heaps (above).  A vanished heap
+ * stops counting as live, and its inbox is closed. */
+static void mark_vanished(void)
+{
+    bool own_pops = tl_transit != NULL || tl_reclaiming;
+    size_t owned = 0, found = 0;
+    shoal_heap_t *h;
+    for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all) {
+        bool live = atomic_load_explicit(&h->live, memory_order_relaxed) != 0;
+        h->vanished = h != shoal_tl_heap && h != tl_transit && h != &shoal_orphans &&
+                      h != &shoal_sampled_heap && (live || !own_pops);
+        owned += h->vanished && live;
+    }
+    ck_stack_entry_t *e;
+    CK_STACK_FOREACH(&free_heaps, e)
+        container_of(e, shoal_heap_t, free_link)->vanished = false;    /* parked */
+    for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all) {
+        if (!h->vanished)
+            continue;
+        atomic_store_explicit(&h->live, 0, memory_order_relaxed);
+        shoal_remote_close(h);
+        found++;
+    }
+    atomic_fetch_sub_explicit(&heaps_live, owned, memory_order_relaxed);
+    atomic_store_explicit(&vanished_pending, found != 0, memory_order_relaxed);
+}
+
 void shoal_heap_fork_prepare(void)
 {
     shoal_lock(&scan_lock);
@@ -710,6 +843,7 @@ void shoal_heap_fork_child(bool locked)
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
          h = h->next_all)
         shoal_remote_fork_child(h, h == shoal_tl_heap);
+    mark_vanished();
     /* A reclaim that a vanished thread was running never ends here: what
      * it had popped is lost to the child, and the child's own forced
      * reclaims must not wait for it. */

@@ -75,6 +75,9 @@ typedef struct shoal_heap_s {
      * when the heap is parked or taken: a line away from what the owner
      * writes all the time. */
     _Atomic int live __attribute__((aligned(SHOAL_CACHE_LINE)));  /* owned by a thread now */
+    /* In a fork child: its thread did not come with the fork (set by the
+     * child's fork handler, before the child has a second thread). */
+    bool vanished;
     uint8_t outbox_slot;                        /* senders keep its batch there */
     struct shoal_heap_s *next_all;              /* every heap ever made */
     ck_stack_entry_t free_link;                 /* on the stack of parked heaps */

@@ -22,8 +22,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,25 +47,6 @@ static void futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
     syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
 }
 
-/* The process's live threads, from /proc/self/stat: the thread count
- * (field 20), less a main thread that ended with pthread_exit (field 3
- * says zombie: it stays counted until the process ends); -1 if it cannot
- * be read.  A process lives while any thread does, so when the program's
- * last thread has gone the purger must go too. */
-static long live_threads(void)
-{
-    char buf[512];
-    if (shoal_os_read_small_file("/proc/self/stat", buf, sizeof buf) < 0)
-        return -1;
-    const char *p = strrchr(buf, ')');      /* the name may hold spaces */
-    if (p == NULL || p[1] == '\0')
-        return -1;
-    long zombie_main = p[2] == 'Z';
-    for (int field = 2; p != NULL && field < 20; field++)
-        p = strchr(p + 1, ' ');
-    return p != NULL ? strtol(p + 1, NULL, 10) - zombie_main : -1;
-}
-
 /* Whether the purger may be the process's last thread.  Without /proc
  * (a chroot, a sandbox) it cannot tell, so it leaves whenever it has
  * nothing to do (no work pending, and no outbox holding blocks, which
@@ -78,7 +57,7 @@ static long live_threads(void)
  * not even SIGTERM would end that process. */
 static bool alone(void)
 {
-    long n = live_threads();
+    long n = shoal_os_threads();
     return n == 1 || (n < 0 && !shoal_purge_pending() && !shoal_heap_outboxes_hold());
 }
 
@@ -197,7 +176,7 @@ static bool wanted(void)
                                                               memory_order_relaxed,
                                                               memory_order_relaxed))
         return false;
-    return live_threads() >= 2;
+    return shoal_os_threads() >= 2;
 }
 
 void shoal_purger_start(void)

@@ -437,3 +437,8 @@ void shoal_remote_fork_child(shoal_heap_t *h, bool ours)
     last->next = NULL;
     in->tail.p = last;
 }
+
+void shoal_remote_close(shoal_heap_t *h)
+{
+    h->inbox.broken = true;
+}

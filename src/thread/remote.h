@@ -136,6 +136,11 @@ size_t shoal_remote_receive(struct shoal_heap_s *h, shoal_remote_event_fn *event
  * instead: see remote.c. */
 void shoal_remote_fork_child(struct shoal_heap_s *h, bool ours);
 
+/* In a fork child: h's inbox is never taken again, for its heap's
+ * thread did not come with the fork (heap.c, "vanished heaps"): what it
+ * holds and what is sent to it later stays there, as in a broken one. */
+void shoal_remote_close(struct shoal_heap_s *h);
+
 /* The inbox this thread is appending a batch to, NULL outside an append
  * (set by the sender, read by its own fork child). */
 extern __thread shoal_inbox_t *shoal_remote_appending __attribute__((tls_model("initial-exec")));

@@ -1,0 +1,199 @@
+/* fork_reuse.c - a fork child reuses what the parent's other threads
+ * held.
+ *
+ *   fork_reuse all      the child frees every block the parent's worker
+ *                       threads made, then makes as many of its own
+ *   fork_reuse half     the child frees every other one (pages half
+ *                       live), then makes as many as it freed
+ *   fork_reuse threaded the child starts a thread first, then does what
+ *                       `half` does (not under a sanitizer: see drop_in.h)
+ *
+ * Two worker threads each make WORKER_BLOCKS pattern-filled blocks of
+ * 48 and 64 bytes and stay alive, idle, across the fork: in the child
+ * their heaps have no thread.  The child checks every block it frees and
+ * every one it keeps; its own new blocks are pattern-filled too and
+ * checked at the end, so a block handed out over one still live shows up
+ * as a damaged pattern.  In `all` and `half` the child must take no more
+ * than SLACK_SLOTS new 64 KiB slots for its blocks (before, it took new
+ * ones for all of them: the pages of the vanished threads were kept, and
+ * what the child freed into them never came back); after it frees
+ * everything and collects, the slots it holds must fall below what the
+ * workers' blocks took.  `threaded` checks contents only: a child with a
+ * second thread leaves those pages alone (docs/design.md, Known limits).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include "drop_in.h"
+
+#define WORKERS 2
+#ifdef DROP_IN_TSAN
+#define WORKER_BLOCKS 20000
+#else
+#define WORKER_BLOCKS 100000
+#endif
+#define SLACK_SLOTS 16
+
+enum mode { ALL, HALF, THREADED };
+
+static void *blocks[WORKERS][WORKER_BLOCKS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int ready;
+static bool done;
+
+static void *worker(void *arg)
+{
+    int w = (int)(uintptr_t)arg;
+    for (int i = 0; i < WORKER_BLOCKS; i++)
+        if ((blocks[w][i] = block_make(i & 1 ? 64 : 48, (uint32_t)(w * WORKER_BLOCKS + i))) ==
+            NULL)
+            die("worker: out of memory");
+    pthread_mutex_lock(&lock);
+    ready++;
+    pthread_cond_broadcast(&cond);
+    while (!done)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static void child_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: child: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    _exit(2);
+}
+
+static void check(void *p, const char *what)
+{
+    const char *why = block_check(p);
+    if (why != NULL)
+        child_fail("%s %p: %s", what, p, why);
+}
+
+#ifndef DROP_IN_NO_CHILD_THREADS
+/* A second thread that stays, idle, until the child exits. */
+static void *child_helper(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+#endif
+
+static void child_run(enum mode mode)
+{
+#ifdef DROP_IN_NO_CHILD_THREADS
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);  /* no purger thread */
+#endif
+    if (mode == THREADED) {
+#ifndef DROP_IN_NO_CHILD_THREADS
+        pthread_t t;
+        if (pthread_create(&t, NULL, child_helper, NULL) != 0)
+            child_fail("pthread_create: %s", strerror(errno));
+#endif
+    }
+    size_t before = stats_now().pool_slots_used;
+    static void *mine[WORKERS * WORKER_BLOCKS];
+    size_t n = 0;
+    for (int w = 0; w < WORKERS; w++)
+        for (int i = 0; i < WORKER_BLOCKS; i++) {
+            check(blocks[w][i], "worker's block");
+            if (mode == ALL || (i & 2) != 0) {
+                alloc_free(blocks[w][i]);
+                blocks[w][i] = NULL;
+                n++;
+            }
+        }
+    for (size_t k = 0; k < n; k++)
+        if ((mine[k] = block_make(k & 1 ? 64 : 48, (uint32_t)(k * 2654435761u))) == NULL)
+            child_fail("malloc: out of memory");
+    size_t after = stats_now().pool_slots_used;
+    for (int w = 0; w < WORKERS; w++)
+        for (int i = 0; i < WORKER_BLOCKS; i++)
+            if (blocks[w][i] != NULL)
+                check(blocks[w][i], "worker's block kept");
+    for (size_t k = 0; k < n; k++)
+        check(mine[k], "child's block");
+    if (mode != THREADED && after > before + SLACK_SLOTS)
+        child_fail("%zu blocks made after %zu of the vanished threads' were freed took %zu new "
+                   "64 KiB slots (%zu -> %zu)",
+                   n, n, after - before, before, after);
+    for (size_t k = 0; k < n; k++)
+        alloc_free(mine[k]);
+    for (int w = 0; w < WORKERS; w++)
+        for (int i = 0; i < WORKER_BLOCKS; i++)
+            if (blocks[w][i] != NULL)
+                alloc_free(blocks[w][i]);
+    alloc_collect(true);
+    size_t end = stats_now().pool_slots_used;
+    size_t workers_slots = (size_t)WORKERS * WORKER_BLOCKS * 56 / 65536;
+    if (mode != THREADED && end + workers_slots / 2 > before)
+        child_fail("%zu slots in use with every block freed, %zu with the workers' blocks live",
+                   end, before);
+    printf("fork_reuse child: %zu blocks freed and made again: slots %zu -> %zu, %zu at the end\n",
+           n, before, after, end);
+    fflush(stdout);
+    _exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    enum mode mode;
+    if (argc == 2 && strcmp(argv[1], "all") == 0)
+        mode = ALL;
+    else if (argc == 2 && strcmp(argv[1], "half") == 0)
+        mode = HALF;
+    else if (argc == 2 && strcmp(argv[1], "threaded") == 0)
+        mode = THREADED;
+    else {
+        fprintf(stderr, "usage: %s all|half|threaded\n", argv[0]);
+        return 2;
+    }
+#ifdef DROP_IN_NO_CHILD_THREADS
+    if (mode == THREADED) {
+        printf("fork_reuse threaded: skipped (no threads in a fork child here)\n");
+        return 77;
+    }
+#endif
+    pthread_t t[WORKERS];
+    for (int w = 0; w < WORKERS; w++)
+        if (pthread_create(&t[w], NULL, worker, (void *)(uintptr_t)w) != 0)
+            die("pthread_create failed");
+    pthread_mutex_lock(&lock);
+    while (ready < WORKERS)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0)
+        child_run(mode);
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid: %s", strerror(errno));
+
+    pthread_mutex_lock(&lock);
+    done = true;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int w = 0; w < WORKERS; w++)
+        pthread_join(t[w], NULL);
+    for (int w = 0; w < WORKERS; w++)
+        for (int i = 0; i < WORKER_BLOCKS; i++)
+            check_free(blocks[w][i], "parent");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("the child failed (status %#x)", st);
+    if (atomic_load(&drop_in_errors) != 0)
+        die("%ld damaged blocks in the parent", atomic_load(&drop_in_errors));
+    printf("fork_reuse %s: ok\n", argv[1]);
+    return 0;
+}

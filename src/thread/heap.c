@@ -585,12 +585,12 @@ static bool heap_holds_memory(const shoal_heap_t *h)
 }
 
 /* Give away what parked heaps hold once they have been parked for a
- * purge delay (all of them with `force`): popping one makes us its only
- * holder, as a thread that takes it over would be.  Every parked heap's
- * inbox is taken on the way, so blocks sent to a heap no thread holds
- * come home within a pass.  Returns how many parked heaps still hold
- * memory (a later pass will retire them). */
-static size_t retire_parked(bool force)
+ * purge delay (all of them with `force`; none with `receive_only`):
+ * popping one makes us its only holder, as a thread that takes it over
+ * would be.  Every parked heap's inbox is taken on the way, so blocks
+ * sent to a heap no thread holds come home within a pass.  Returns how
+ * many parked heaps still hold memory (a later pass will retire them). */
+static size_t retire_parked(bool force, bool receive_only)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     uint64_t now = shoal_os_now_ms();
@@ -601,7 +601,7 @@ static size_t retire_parked(bool force)
         h = container_of(e, shoal_heap_t, free_link);
         shoal_tsan_acquire(h);
         shoal_heap_receive(h);
-        if (heap_holds_memory(h)) {
+        if (!receive_only && heap_holds_memory(h)) {
             bool due = force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
             if (!due || !heap_dismantle(h, force))
                 waiting++;
@@ -636,8 +636,7 @@ size_t shoal_heap_reclaim(bool force)
     if (!shoal_turn_take(&reclaiming, force))
         return 1;
     tl_reclaiming = true;
-    recover_vanished();
-    size_t waiting = retire_parked(force);
+    size_t waiting = retire_parked(force, false);
     waiting += shoal_orphanage_reclaim(force);
     /* Huge mappings that live threads keep for reuse, unused for a pass. */
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
@@ -700,6 +699,7 @@ size_t shoal_heap_created(void)
 
 bool shoal_heap_collect(void)
 {
+    recover_vanished();
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap)
         return false;
@@ -732,87 +732,123 @@ bool shoal_heap_collect(void)
  * adopt an exited thread's - so a prefork server whose child frees what
  * the parent's threads made reuses that memory.
  *
- * Counting by marks needs every free block to be in one place only.
- * Until its page is rebuilt, a block of a vanished heap freed in the
- * child keeps its mark and goes nowhere (vanished_free), and the
- * vanished heap's inbox is never taken, so the blocks that vanished
- * threads sent, held or had on their lists are all counted once, by
- * their marks.  The rebuild must also see no free in progress: a free
- * marks its block before it reads the page's owner, so a free between
- * those two steps as the owner moves would count twice (rebuilt on the
- * list, and sent to the new owner).  So the rebuild runs only while the
- * child is the process's one thread (as /proc says: only this thread
- * could start another, and it is busy here) - on the first free into a
- * vanished heap's page, and on every purge pass after it until it has
- * run.  A child that starts threads first keeps those pages, as before
- * (docs/design.md, Known limits).
+ * Counting by marks needs every free block of those pages to be nowhere
+ * but where the rebuild finds it, and nowhere after it:
+ *   - a vanished heap's inbox is closed: never taken, and a send to it
+ *     is dropped (its blocks are counted by their marks instead);
+ *   - until its page is rebuilt, a block of a vanished heap freed in the
+ *     child keeps its mark and goes nowhere (vanished_free);
+ *   - a block of a vanished heap's page may be on its way to another
+ *     heap, one that owned the page before (a block freed before the
+ *     page was adopted waits in the outbox of its freer, or in the old
+ *     owner's inbox, to be forwarded).  The rebuild first sends this
+ *     thread's outbox and takes every inbox it may hold - its own
+ *     heap's, the parked heaps', the orphanage's: each such block is
+ *     forwarded to its page's vanished heap, and dropped there.  (No
+ *     other outbox can send: the other threads' heaps are vanished or
+ *     parked, and a parked heap's outbox is empty.)
+ * And no free may be under way during the rebuild: a free marks its
+ * block before it reads the page's owner, so a free between the two as
+ * the owner changes would put its block on the rebuilt list and send it
+ * to the new owner as well.  So the rebuild runs only when /proc says
+ * the child is the process's one thread (only this thread could start
+ * another, and it is busy here); it is tried at the child's frees into
+ * vanished heaps' pages and at alloc_collect - places where this thread
+ * is in no edit of its own heap - at most once a second while it cannot
+ * run.  A child that has started a thread keeps those pages until it is
+ * alone again (docs/design.md, Known limits).
  *
  * Which heaps vanished: every heap a thread owned at the fork but the
- * forking thread's own, and every one popped from the parked stack and
- * not pushed back (a reclaim or a take-over that a vanished thread was
- * in).  A fork from a signal handler that interrupted this thread in
- * such a step leaves the heap it was taking or giving up (tl_transit)
- * and, if it was popping, every heap off the stack: it goes on with
- * them when the handler returns. */
+ * forking thread's own, every one popped from the parked stack and not
+ * pushed back (a reclaim or a take-over that a vanished thread was in),
+ * and every one an earlier fork left vanished.  A fork from a signal
+ * handler that interrupted this thread in such a step leaves the heap
+ * it was taking or giving up (tl_transit) and, if it was popping, every
+ * heap off the stack: it goes on with them when the handler returns. */
 
-/* Whether vanished pages wait for a rebuild (relaxed: a hint, set by
- * the fork child's one thread and cleared by the rebuild, which runs
- * only while that thread is the only one). */
+/* Whether vanished pages wait for a rebuild, and when to look again at
+ * the thread count (relaxed: hints; set by the fork child's one thread,
+ * cleared by the rebuild, which runs only while it is the only one). */
 static _Atomic bool vanished_pending;
+static _Atomic uint64_t vanished_next_look_ms;
 static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
 
+/* Whether the rebuild may run now: this is the process's only thread. */
+static bool alone_now(void)
+{
+    uint64_t now = shoal_os_now_ms();
+    if (now < atomic_load_explicit(&vanished_next_look_ms, memory_order_relaxed))
+        return false;
+    atomic_store_explicit(&vanished_next_look_ms, now + 1000, memory_order_relaxed);
+    return shoal_os_threads() == 1;
+}
+
+/* Rebuild the vanished heaps' pages (above), if any wait and it may run.
+ * The caller is in no edit of its own heap. */
 static void recover_vanished(void)
 {
     if (!atomic_load_explicit(&vanished_pending, memory_order_relaxed) || tl_recovering ||
-        shoal_os_threads() != 1 || !shoal_orphanage_take(false))
+        shoal_orphanage_held() || !alone_now())
         return;
     tl_recovering = true;
-    atomic_store_explicit(&vanished_pending, false, memory_order_relaxed);
-    size_t n = shoal_pool_count();
-    for (size_t i = 0; i < n; i++) {
-        shoal_superpage_t *sp = shoal_pool_superpage(i);
-        for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
-            shoal_page_t *pg = &sp->pages[slot];
-            shoal_heap_t *h;
-            if (pg->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(pg)) == NULL ||
-                !h->vanished)
-                continue;
-            shoal_page_rebuild(pg);
-            if (pg->used == 0)
-                shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
-            else
-                shoal_orphanage_put(pg);
-        }
+    shoal_heap_t *me = shoal_tl_heap;
+    if (me != &shoal_empty_heap) {
+        shoal_remote_send_all(me);
+        shoal_heap_receive(me);
     }
-    shoal_orphanage_give();
+    retire_parked(false, true);
+    if (shoal_orphanage_take(false)) {
+        shoal_heap_receive(&shoal_orphans);
+        atomic_store_explicit(&vanished_pending, false, memory_order_relaxed);
+        size_t n = shoal_pool_count();
+        for (size_t i = 0; i < n; i++) {
+            shoal_superpage_t *sp = shoal_pool_superpage(i);
+            for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
+                shoal_page_t *pg = &sp->pages[slot];
+                shoal_heap_t *h;
+                if (pg->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(pg)) == NULL ||
+                    !h->vanished)
+                    continue;
+                shoal_page_rebuild(pg);
+                if (pg->used == 0)
+                    shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
+                else
+                    shoal_orphanage_put(pg);
+            }
+        }
+        shoal_orphanage_give();
+    }
     tl_recovering = false;
 }
 
 /* In the fork child: mark the vanished heaps (above).  A vanished heap
- * stops counting as live, and its inbox is closed. */
+ * stops counting as live, and its inbox is closed.  The count of live
+ * heaps is made again: a thread may have stopped between a heap's live
+ * flag and that count. */
 static void mark_vanished(void)
 {
     bool own_pops = tl_transit != NULL || tl_reclaiming;
-    size_t owned = 0, found = 0;
+    size_t live = 0, found = 0;
     shoal_heap_t *h;
-    for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all) {
-        bool live = atomic_load_explicit(&h->live, memory_order_relaxed) != 0;
-        h->vanished = h != shoal_tl_heap && h != tl_transit && h != &shoal_orphans &&
-                      h != &shoal_sampled_heap && (live || !own_pops);
-        owned += h->vanished && live;
-    }
+    for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all)
+        h->vanished = h->vanished ||
+                      (h != shoal_tl_heap && h != tl_transit && h != &shoal_orphans &&
+                       h != &shoal_sampled_heap &&
+                       (atomic_load_explicit(&h->live, memory_order_relaxed) || !own_pops));
     ck_stack_entry_t *e;
     CK_STACK_FOREACH(&free_heaps, e)
         container_of(e, shoal_heap_t, free_link)->vanished = false;    /* parked */
     for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all) {
-        if (!h->vanished)
-            continue;
-        atomic_store_explicit(&h->live, 0, memory_order_relaxed);
-        shoal_remote_close(h);
-        found++;
+        if (h->vanished) {
+            atomic_store_explicit(&h->live, 0, memory_order_relaxed);
+            shoal_remote_close(h);
+            found++;
+        }
+        live += atomic_load_explicit(&h->live, memory_order_relaxed) != 0;
     }
-    atomic_fetch_sub_explicit(&heaps_live, owned, memory_order_relaxed);
+    atomic_store_explicit(&heaps_live, live, memory_order_relaxed);
     atomic_store_explicit(&vanished_pending, found != 0, memory_order_relaxed);
+    atomic_store_explicit(&vanished_next_look_ms, 0, memory_order_relaxed);
 }
 
 void shoal_heap_fork_prepare(void)

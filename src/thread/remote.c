@@ -21,7 +21,7 @@
 void shoal_inbox_init(shoal_inbox_t *in)
 {
     ___cds_wfcq_init(&in->head, &in->tail);
-    in->broken = false;
+    in->broken = in->closed = false;
 }
 
 /* Atomic operations of heapless senders (see shoal_heap_stats). */
@@ -44,6 +44,10 @@ static void send(shoal_heap_t *by, shoal_heap_t *dest, struct cds_wfcq_node *fir
                  struct cds_wfcq_node *last)
 {
     shoal_inbox_t *in = &dest->inbox;
+    /* Not a store to a block of a batch for a closed inbox: the page it
+     * belongs to may have been rebuilt since, the block handed out. */
+    if (shoal_unlikely(in->closed))
+        return;
     last->next = NULL;
     shoal_tsan_release(in);
     /* For this thread's own fork child (shoal_remote_fork_child): only
@@ -440,5 +444,5 @@ void shoal_remote_fork_child(shoal_heap_t *h, bool ours)
 
 void shoal_remote_close(shoal_heap_t *h)
 {
-    h->inbox.broken = true;
+    h->inbox.broken = h->inbox.closed = true;
 }

@@ -61,6 +61,7 @@ typedef struct shoal_inbox_s {
     struct __cds_wfcq_head head __attribute__((aligned(SHOAL_CACHE_LINE)));
     bool broken;                        /* a corrupted link stopped it (see remote.c) */
     struct cds_wfcq_tail tail __attribute__((aligned(SHOAL_CACHE_LINE)));
+    bool closed;                        /* sends are dropped (shoal_remote_close) */
 } shoal_inbox_t;
 
 /* An empty inbox; for one in static storage: SHOAL_INBOX_INIT(its name). */
@@ -138,7 +139,8 @@ void shoal_remote_fork_child(struct shoal_heap_s *h, bool ours);
 
 /* In a fork child: h's inbox is never taken again, for its heap's
  * thread did not come with the fork (heap.c, "vanished heaps"): what it
- * holds and what is sent to it later stays there, as in a broken one. */
+ * holds stays there, and a batch sent to it later is dropped, untouched
+ * (those blocks are found by their freed marks). */
 void shoal_remote_close(struct shoal_heap_s *h);
 
 /* The inbox this thread is appending a batch to, NULL outside an append

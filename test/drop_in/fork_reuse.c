@@ -7,13 +7,21 @@
  *                       live), then makes as many as it freed
  *   fork_reuse threaded the child starts a thread first, then does what
  *                       `half` does (not under a sanitizer: see drop_in.h)
+ *   fork_reuse forward  blocks of a page are on their way to a heap that
+ *                       owned it before, when a thread that adopted the
+ *                       page vanishes at the fork
  *
  * Two worker threads each make WORKER_BLOCKS pattern-filled blocks of
  * 48 and 64 bytes and stay alive, idle, across the fork: in the child
  * their heaps have no thread.  The child checks every block it frees and
  * every one it keeps; its own new blocks are pattern-filled too and
- * checked at the end, so a block handed out over one still live shows up
- * as a damaged pattern.  In `all` and `half` the child must take no more
+ * checked after the child has sent its outbox, so a block handed out over
+ * one still live, or written by a send after it was handed out, shows up
+ * as a damaged pattern.  Before the fork the main thread frees a few of
+ * the first worker's blocks: five reach the worker's inbox, which it
+ * never takes, five wait in the main thread's outbox - blocks the child's
+ * rebuild finds free by their marks, and which must then never be sent
+ * anywhere.  In `all` and `half` the child must take no more
  * than SLACK_SLOTS new 64 KiB slots for its blocks (before, it took new
  * ones for all of them: the pages of the vanished threads were kept, and
  * what the child freed into them never came back); after it frees
@@ -35,7 +43,7 @@
 #endif
 #define SLACK_SLOTS 16
 
-enum mode { ALL, HALF, THREADED };
+enum mode { ALL, HALF, THREADED, FORWARD };
 
 static void *blocks[WORKERS][WORKER_BLOCKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,6 +113,8 @@ static void child_run(enum mode mode)
     size_t n = 0;
     for (int w = 0; w < WORKERS; w++)
         for (int i = 0; i < WORKER_BLOCKS; i++) {
+            if (blocks[w][i] == NULL)
+                continue;               /* freed before the fork */
             check(blocks[w][i], "worker's block");
             if (mode == ALL || (i & 2) != 0) {
                 alloc_free(blocks[w][i]);
@@ -116,6 +126,7 @@ static void child_run(enum mode mode)
         if ((mine[k] = block_make(k & 1 ? 64 : 48, (uint32_t)(k * 2654435761u))) == NULL)
             child_fail("malloc: out of memory");
     size_t after = stats_now().pool_slots_used;
+    alloc_collect(false);               /* the outbox goes */
     for (int w = 0; w < WORKERS; w++)
         for (int i = 0; i < WORKER_BLOCKS; i++)
             if (blocks[w][i] != NULL)
@@ -144,6 +155,126 @@ static void child_run(enum mode mode)
     _exit(0);
 }
 
+/* ---- forward: blocks on their way to a page's former heap ---------------
+ * Thread X makes blocks and exits; the main thread and thread S free some
+ * of them first (held in their outboxes for X's heap, now parked).  Thread
+ * T collects (X's heap is dismantled, its pages orphaned) and adopts X's
+ * page; then S's outbox goes (to X's inbox: the page is T's now), and T
+ * and S idle across the fork.  In the child, T is vanished with the page,
+ * and its blocks on their way - in the main thread's outbox, in X's
+ * inbox - must reach the rebuild once: neither handed out twice nor
+ * reported as a broken list. */
+enum { FWD_BLOCKS = 1000, FWD_SIZE = 64, FWD_PUSH = 300 };
+static void *fwd[FWD_BLOCKS], *pushers[FWD_PUSH];
+static int step;
+
+static void step_wait(int s)
+{
+    pthread_mutex_lock(&lock);
+    while (step < s)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
+static void step_set(int s)
+{
+    pthread_mutex_lock(&lock);
+    step = s;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+static void *fwd_x(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < FWD_BLOCKS; i++)
+        if ((fwd[i] = block_make(FWD_SIZE, (uint32_t)i + 1)) == NULL)
+            die("X: out of memory");
+    step_set(1);
+    step_wait(2);
+    return NULL;                        /* its heap is parked */
+}
+
+static void *fwd_s(void *arg)
+{
+    (void)arg;
+    alloc_free(alloc_malloc(1000));     /* a heap of its own */
+    step_wait(2);
+    for (int i = 10; i < 20; i++)
+        check_free(fwd[i], "S");        /* held for X's heap */
+    step_set(3);
+    step_wait(5);
+    for (int i = 0; i < FWD_PUSH; i++)
+        check_free(pushers[i], "S");    /* 16 KiB: the outbox goes, X's batch with it */
+    step_set(6);
+    step_wait(7);
+    return NULL;
+}
+
+static void *fwd_t(void *arg)
+{
+    (void)arg;
+    alloc_free(alloc_malloc(1000));
+    step_wait(4);
+    alloc_collect(true);                /* X's parked heap: its pages to the orphanage */
+    void *p = alloc_malloc(FWD_SIZE);   /* adopts X's page */
+    step_set(5);
+    step_wait(7);
+    alloc_free(p);
+    return NULL;
+}
+
+static int forward(void)
+{
+    for (int i = 0; i < FWD_PUSH; i++)
+        if ((pushers[i] = block_make(FWD_SIZE, (uint32_t)i + 5000)) == NULL)
+            die("out of memory");
+    pthread_t x, s, t;
+    if (pthread_create(&t, NULL, fwd_t, NULL) != 0 || pthread_create(&s, NULL, fwd_s, NULL) != 0 ||
+        pthread_create(&x, NULL, fwd_x, NULL) != 0)
+        die("pthread_create failed");
+    step_wait(1);
+    for (int i = 0; i < 10; i++)
+        check_free(fwd[i], "main");     /* held for X's heap */
+    step_set(2);
+    pthread_join(x, NULL);
+    step_wait(3);
+    step_set(4);
+    step_wait(6);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+#ifdef DROP_IN_NO_CHILD_THREADS
+        alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
+#endif
+        alloc_collect(false);           /* the rebuild, and the outbox goes */
+        enum { M = 3000 };
+        static void *got[M];
+        for (int n = 0; n < M; n++)
+            if ((got[n] = block_make(FWD_SIZE, (uint32_t)n * 7919u + 1)) == NULL)
+                child_fail("malloc: out of memory");
+        alloc_collect(false);
+        for (int n = 0; n < M; n++)
+            check(got[n], "child's block");
+        for (int i = 20; i < FWD_BLOCKS; i++)
+            check(fwd[i], "X's block kept");
+        _exit(0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid: %s", strerror(errno));
+    step_set(7);
+    pthread_join(s, NULL);
+    pthread_join(t, NULL);
+    for (int i = 20; i < FWD_BLOCKS; i++)
+        check_free(fwd[i], "main");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("the child failed (status %#x)", st);
+    printf("fork_reuse forward: ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enum mode mode;
@@ -153,8 +284,10 @@ int main(int argc, char **argv)
         mode = HALF;
     else if (argc == 2 && strcmp(argv[1], "threaded") == 0)
         mode = THREADED;
+    else if (argc == 2 && strcmp(argv[1], "forward") == 0)
+        return forward();
     else {
-        fprintf(stderr, "usage: %s all|half|threaded\n", argv[0]);
+        fprintf(stderr, "usage: %s all|half|threaded|forward\n", argv[0]);
         return 2;
     }
 #ifdef DROP_IN_NO_CHILD_THREADS
@@ -171,6 +304,12 @@ int main(int argc, char **argv)
     while (ready < WORKERS)
         pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 10; i++) {
+        check_free(blocks[0][i], "main");
+        blocks[0][i] = NULL;
+        if (i == 4)
+            alloc_collect(false);       /* these five to the worker's inbox */
+    }
 
     pid_t pid = fork();
     if (pid < 0)
@@ -189,7 +328,8 @@ int main(int argc, char **argv)
         pthread_join(t[w], NULL);
     for (int w = 0; w < WORKERS; w++)
         for (int i = 0; i < WORKER_BLOCKS; i++)
-            check_free(blocks[w][i], "parent");
+            if (blocks[w][i] != NULL)
+                check_free(blocks[w][i], "parent");
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         die("the child failed (status %#x)", st);
     if (atomic_load(&drop_in_errors) != 0)

@@ -788,7 +788,7 @@ static bool alone_now(void)
 static void recover_vanished(void)
 {
     if (!atomic_load_explicit(&vanished_pending, memory_order_relaxed) || tl_recovering ||
-        shoal_orphanage_held() || !alone_now())
+        tl_reclaiming || shoal_orphanage_held() || !alone_now())
         return;
     tl_recovering = true;
     shoal_heap_t *me = shoal_tl_heap;

@@ -115,20 +115,25 @@ void shoal_page_broken(shoal_page_t *pg)
     take_out_of_service(pg);
 }
 
-bool shoal_page_all_home(shoal_page_t *pg)
+bool shoal_page_none_live(const shoal_page_t *pg)
 {
-    if (pg->used != 0)
-        return false;
-    /* `used` says no block is out: then every block carved carries the
-     * freed mark, for a block handed out had it cleared.  A scan in
-     * address order, no list to follow: a few instructions a block,
-     * once a page. */
+    /* A scan in address order, no list to follow: a few instructions a
+     * block, and only loads. */
     uintptr_t mark = shoal_freed_mark(pg);
     unsigned capacity = capacity_of(pg), i = 0;
     while (i < capacity &&
            ((const shoal_block_t *)(pg->start + (size_t)i * pg->block_size))->freed == mark)
         i++;
-    if (i == capacity)
+    return i == capacity;
+}
+
+bool shoal_page_all_home(shoal_page_t *pg)
+{
+    if (pg->used != 0)
+        return false;
+    /* `used` says no block is out: then every block carved carries the
+     * freed mark, for a block handed out had it cleared (once a page). */
+    if (shoal_page_none_live(pg))
         return true;
     /* `used` fell twice for one block: the freed mark could not tell
      * its second free, after a write had wiped it. */

@@ -313,6 +313,9 @@ void shoal_page_broken(shoal_page_t *pg);
  * given back to the pool under that block. */
 bool shoal_page_all_home(shoal_page_t *pg);
 
+/* Whether every block carved carries the freed mark (reads only). */
+bool shoal_page_none_live(const shoal_page_t *pg);
+
 /* In a fork child, a page of a heap whose thread did not come with the
  * fork: that thread may have stopped anywhere in an edit of the page's
  * lists, so they are made again from the blocks themselves.  A carved

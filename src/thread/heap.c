@@ -146,7 +146,7 @@ __attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
     return h != NULL ? h : &shoal_empty_heap;
 }
 
-static void recover_vanished(void);
+static void recover_vanished(shoal_page_t *pg);
 
 /* A free (by `me`, maybe the empty heap) into a page of a heap whose
  * thread did not come with a fork: the block keeps the freed mark that
@@ -158,7 +158,7 @@ static void vanished_free(shoal_heap_t *me, shoal_page_t *pg)
         shoal_count(&me->stats.frees[pg->size_class], 1);
     else if (SHOAL_STATS_ENABLED)
         atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
-    recover_vanished();
+    recover_vanished(pg);
 }
 
 /* What remote_free does not do inline: a thread with no heap yet, a
@@ -699,7 +699,7 @@ size_t shoal_heap_created(void)
 
 bool shoal_heap_collect(void)
 {
-    recover_vanished();
+    recover_vanished(NULL);
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap)
         return false;
@@ -725,12 +725,17 @@ bool shoal_heap_collect(void)
  * In the child of a fork, the parent's other threads do not exist, and
  * each may have stopped anywhere in an edit of its heap: its queues, a
  * page's lists, its outbox.  Those heaps are *vanished*: no thread takes
- * them again and nothing walks their lists.  Their pages are rebuilt
- * from the blocks themselves (shoal_page_rebuild: a block carrying its
- * page's freed mark is free) and go to the orphanage, or to the pool
- * when every block is free, where the child's heaps adopt them as they
- * adopt an exited thread's - so a prefork server whose child frees what
- * the parent's threads made reuses that memory.
+ * them again and nothing walks their lists.  A page of theirs is
+ * rebuilt from the blocks themselves (shoal_page_rebuild: a block
+ * carrying its page's freed mark is free) when the child first frees a
+ * block of it, and goes to the orphanage, where the child's heaps adopt
+ * it as they adopt an exited thread's pages - so a child that frees what
+ * the parent's threads made reuses that memory.  One page at a time: the
+ * rebuild writes a link into each free block, and a page is shared with
+ * the parent until the child writes to it (rebuilding them all at the
+ * first free made the child copy every page of theirs that held a free
+ * block: 513 MiB for one free).  alloc_collect gives back the ones with
+ * no block live, counted by their marks without a store.
  *
  * Counting by marks needs every free block of those pages to be nowhere
  * but where the rebuild finds it, and nowhere after it:
@@ -741,83 +746,143 @@ bool shoal_heap_collect(void)
  *   - a block of a vanished heap's page may be on its way to another
  *     heap, one that owned the page before (a block freed before the
  *     page was adopted waits in the outbox of its freer, or in the old
- *     owner's inbox, to be forwarded).  The rebuild first sends this
- *     thread's outbox and takes every inbox it may hold - its own
- *     heap's, the parked heaps', the orphanage's: each such block is
- *     forwarded to its page's vanished heap, and dropped there.  (No
- *     other outbox can send: the other threads' heaps are vanished or
- *     parked, and a parked heap's outbox is empty.)
+ *     owner's inbox, to be forwarded).  Before the first rebuild, this
+ *     thread sends its outbox and takes every inbox that may hold one -
+ *     its own heap's, the parked heaps', the orphanage's: each such
+ *     block is forwarded to its page's vanished heap, and dropped there
+ *     (settle_queues).  No other outbox can send: the other threads'
+ *     heaps are vanished or parked, and a parked heap's outbox is empty;
+ *     and from then on nothing sends a block of a vanished page anywhere.
  * And no free may be under way during the rebuild: a free marks its
  * block before it reads the page's owner, so a free between the two as
  * the owner changes would put its block on the rebuilt list and send it
- * to the new owner as well.  So the rebuild runs only when /proc says
- * the child is the process's one thread (only this thread could start
- * another, and it is busy here); it is tried at the child's frees into
- * vanished heaps' pages and at alloc_collect - places where this thread
- * is in no edit of its own heap - at most once a second while it cannot
- * run.  A child that has started a thread keeps those pages until it is
- * alone again (docs/design.md, Known limits).
+ * to the new owner as well.  So a rebuild runs only when /proc says
+ * the child has no thread but this one and shoal's purger (only this
+ * thread could start another, and it is busy here; the purger frees no
+ * program's block, and runs no pass while the rebuild holds the reclaim
+ * turn).  It is tried at the child's frees into vanished heaps' pages
+ * and at alloc_collect - places where this thread is in no edit of its
+ * own heap - looking at /proc at most once a second while another
+ * thread is there.  A child with a thread of its own keeps those pages
+ * until it is alone again (docs/design.md, Known limits).
  *
  * Which heaps vanished: every heap a thread owned at the fork but the
  * forking thread's own, every one popped from the parked stack and not
  * pushed back (a reclaim or a take-over that a vanished thread was in),
  * and every one an earlier fork left vanished.  A fork from a signal
  * handler that interrupted this thread in such a step leaves the heap
- * it was taking or giving up (tl_transit) and, if it was popping, every
- * heap off the stack: it goes on with them when the handler returns. */
+ * it was taking or giving up (tl_transit) and, if it was popping (a
+ * reclaim, a take-over, a rebuild's settle_queues), every heap off the
+ * stack: it goes on with them when the handler returns. */
 
-/* Whether vanished pages wait for a rebuild, and when to look again at
- * the thread count (relaxed: hints; set by the fork child's one thread,
- * cleared by the rebuild, which runs only while it is the only one). */
-static _Atomic bool vanished_pending;
+/* Whether vanished pages wait for a rebuild, whether the queues have
+ * been settled (below), and when to look again at the thread count
+ * (relaxed: hints; set by the fork child's one thread, changed by the
+ * rebuild, which runs only while it is alone). */
+static _Atomic bool vanished_pending, vanished_settled;
 static _Atomic uint64_t vanished_next_look_ms;
 static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
+/* Remote frees that will never be received: those that were on their way
+ * at the fork (statistics: they are not in flight). */
+static _Atomic uint64_t remote_written_off;
 
-/* Whether the rebuild may run now: this is the process's only thread. */
+/* Whether the rebuild may run now: no thread but this one and the purger
+ * (which frees no program's block, and runs no pass while the rebuild
+ * holds the reclaim turn).  /proc is read again for each rebuild (this
+ * thread may have started one since), and not for a second after it
+ * said no. */
 static bool alone_now(void)
 {
     uint64_t now = shoal_os_now_ms();
     if (now < atomic_load_explicit(&vanished_next_look_ms, memory_order_relaxed))
         return false;
+    long n = shoal_os_threads();
+    if (n == 1 || (n == 2 && shoal_purger_running()))
+        return true;
     atomic_store_explicit(&vanished_next_look_ms, now + 1000, memory_order_relaxed);
-    return shoal_os_threads() == 1;
+    return false;
 }
 
-/* Rebuild the vanished heaps' pages (above), if any wait and it may run.
- * The caller is in no edit of its own heap. */
-static void recover_vanished(void)
+/* Once, before the first page is rebuilt: send this thread's outbox and
+ * take every inbox that may hold a block of a vanished page on its way
+ * to a former owner (above), so that each goes to its vanished heap and
+ * is dropped.  Every free still counted in flight is then written off. */
+static void settle_queues(void)
 {
-    if (!atomic_load_explicit(&vanished_pending, memory_order_relaxed) || tl_recovering ||
-        tl_reclaiming || shoal_orphanage_held() || !alone_now())
-        return;
-    tl_recovering = true;
     shoal_heap_t *me = shoal_tl_heap;
     if (me != &shoal_empty_heap) {
         shoal_remote_send_all(me);
         shoal_heap_receive(me);
     }
     retire_parked(false, true);
-    if (shoal_orphanage_take(false)) {
-        shoal_heap_receive(&shoal_orphans);
-        atomic_store_explicit(&vanished_pending, false, memory_order_relaxed);
-        size_t n = shoal_pool_count();
-        for (size_t i = 0; i < n; i++) {
-            shoal_superpage_t *sp = shoal_pool_superpage(i);
-            for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
-                shoal_page_t *pg = &sp->pages[slot];
-                shoal_heap_t *h;
-                if (pg->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(pg)) == NULL ||
-                    !h->vanished)
-                    continue;
-                shoal_page_rebuild(pg);
-                if (pg->used == 0)
-                    shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
-                else
-                    shoal_orphanage_put(pg);
+    if (!shoal_orphanage_take(false))
+        return;
+    shoal_heap_receive(&shoal_orphans);
+    shoal_orphanage_give();
+    uint64_t sent = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed), got = 0;
+    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
+         h = h->next_all) {
+        sent += shoal_counter_read(&h->stats.remote_frees);
+        got += shoal_counter_read(&h->stats.remote_received);
+    }
+    atomic_store_explicit(&remote_written_off, sent - got, memory_order_relaxed);
+    atomic_store_explicit(&vanished_settled, true, memory_order_relaxed);
+}
+
+/* A vanished page made a page again: rebuilt from its marks (`relink`),
+ * to the orphanage; or, with no block live, to the pool - counted only,
+ * so that a page shared with the parent is not copied to be given back. */
+static void rebuild_page(shoal_page_t *pg, bool relink)
+{
+    if (!relink) {
+        if (shoal_page_none_live(pg))
+            shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
+        return;
+    }
+    shoal_page_rebuild(pg);
+    if (pg->used == 0)
+        shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
+    else
+        shoal_orphanage_put(pg);
+}
+
+/* Rebuild `pg`, a vanished page this thread has just freed a block of;
+ * or, with pg NULL (alloc_collect), give back every vanished page with no
+ * block live.  Nothing if the rebuild may not run now (above).  The
+ * caller is in no edit of its own heap. */
+static void recover_vanished(shoal_page_t *pg)
+{
+    if (!atomic_load_explicit(&vanished_pending, memory_order_relaxed) || tl_recovering ||
+        tl_reclaiming || shoal_orphanage_held() || !alone_now())
+        return;
+    tl_recovering = true;
+    shoal_turn_take(&reclaiming, true);     /* no purge pass meanwhile */
+    if (!atomic_load_explicit(&vanished_settled, memory_order_relaxed))
+        settle_queues();
+    if (atomic_load_explicit(&vanished_settled, memory_order_relaxed) &&
+        shoal_orphanage_take(false)) {
+        if (pg != NULL) {
+            rebuild_page(pg, true);
+        } else {
+            bool left = false;
+            size_t n = shoal_pool_count();
+            for (size_t i = 0; i < n; i++) {
+                shoal_superpage_t *sp = shoal_pool_superpage(i);
+                for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
+                    shoal_page_t *p = &sp->pages[slot];
+                    shoal_heap_t *h;
+                    if (p->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(p)) == NULL ||
+                        !h->vanished)
+                        continue;
+                    rebuild_page(p, false);
+                    left |= p->kind == SHOAL_SLOT_PAGE;     /* still vanished */
+                }
             }
+            atomic_store_explicit(&vanished_pending, left, memory_order_relaxed);
         }
         shoal_orphanage_give();
     }
+    shoal_turn_give(&reclaiming);
     tl_recovering = false;
 }
 
@@ -827,7 +892,7 @@ static void recover_vanished(void)
  * flag and that count. */
 static void mark_vanished(void)
 {
-    bool own_pops = tl_transit != NULL || tl_reclaiming;
+    bool own_pops = tl_transit != NULL || tl_reclaiming || tl_recovering;
     size_t live = 0, found = 0;
     shoal_heap_t *h;
     for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all)
@@ -848,6 +913,7 @@ static void mark_vanished(void)
     }
     atomic_store_explicit(&heaps_live, live, memory_order_relaxed);
     atomic_store_explicit(&vanished_pending, found != 0, memory_order_relaxed);
+    atomic_store_explicit(&vanished_settled, false, memory_order_relaxed);
     atomic_store_explicit(&vanished_next_look_ms, 0, memory_order_relaxed);
 }
 
@@ -898,9 +964,10 @@ void shoal_heap_stats(shoal_heap_stats_t *st)
     st->abandoned_pages = shoal_orphanage_pages();
     st->structs = atomic_load_explicit(&heaps_made, memory_order_relaxed);
     st->struct_bytes = heap_struct_bytes();
-    st->adopted = st->remote_received = 0;
+    st->adopted = 0;
     st->remote_atomics = atomic_load_explicit(&shoal_remote_orphan_atomics, memory_order_relaxed);
     st->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
+    st->remote_received = atomic_load_explicit(&remote_written_off, memory_order_relaxed);
     st->large_allocs = atomic_load_explicit(&shoal_large_orphan_allocs, memory_order_relaxed);
     uint64_t by_slots[SHOAL_LARGE_SLOTS + 1];
     for (unsigned m = 0; m <= SHOAL_LARGE_SLOTS; m++)

@@ -251,6 +251,11 @@ void shoal_purger_init(void)
     shoal_purge_set_reclaimer(shoal_heap_reclaim);
 }
 
+bool shoal_purger_running(void)
+{
+    return atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING;
+}
+
 void shoal_purger_fork_child(void)
 {
     /* The thread did not come with the fork; start another when needed. */

@@ -4,6 +4,8 @@
 #ifndef SHOAL_PURGER_H
 #define SHOAL_PURGER_H
 
+#include <stdbool.h>
+
 /* Register the purger's wake-up and the heaps' reclaimer with the purge
  * clock (start-up). */
 void shoal_purger_init(void);
@@ -14,6 +16,10 @@ void shoal_purger_start(void);
 
 /* A thread is exiting: the purger may soon be alone, and looks. */
 void shoal_purger_thread_exiting(void);
+
+/* Whether the purger thread runs (or is starting): one of the process's
+ * threads that never frees a block a program allocated. */
+bool shoal_purger_running(void);
 
 /* In a fork child: the purger thread did not come along. */
 void shoal_purger_fork_child(void);

@@ -7,6 +7,12 @@
  *                       live), then makes as many as it freed
  *   fork_reuse threaded the child starts a thread first, then does what
  *                       `half` does (not under a sanitizer: see drop_in.h)
+ *   fork_reuse after_thread  the child runs a short thread (and so starts
+ *                       shoal's purger) and joins it, then does what `half`
+ *                       does (not under a sanitizer)
+ *   fork_reuse cow      the child frees one block: the memory it has to
+ *                       copy from the parent stays small (not under a
+ *                       sanitizer, whose own memory is in the count)
  *   fork_reuse forward  blocks of a page are on their way to a heap that
  *                       owned it before, when a thread that adopted the
  *                       page vanishes at the fork
@@ -43,7 +49,7 @@
 #endif
 #define SLACK_SLOTS 16
 
-enum mode { ALL, HALF, THREADED, FORWARD };
+enum mode { ALL, HALF, THREADED, AFTER_THREAD, COW };
 
 static void *blocks[WORKERS][WORKER_BLOCKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -85,7 +91,50 @@ static void check(void *p, const char *what)
         child_fail("%s %p: %s", what, p, why);
 }
 
+/* The child's memory that is its own (written since the fork):
+ * Private_Dirty of /proc/self/smaps_rollup, in KiB. */
+static long private_dirty_kb(void)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (f == NULL)
+        child_fail("/proc/self/smaps_rollup: %s", strerror(errno));
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "Private_Dirty: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* A free of one inherited block copies no more than the page it is in
+ * (before: every page of the parent's other threads that held a free
+ * block - half the second worker's blocks are free here, 5.5 MiB). */
+static void child_cow(void)
+{
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
+    long before = private_dirty_kb();
+    alloc_free(blocks[1][WORKER_BLOCKS / 2 + 1]);
+    long after = private_dirty_kb();
+    if (after - before > 1024)
+        child_fail("one free of an inherited block made %ld KiB of the parent's memory the "
+                   "child's own (%ld -> %ld)",
+                   after - before, before, after);
+    printf("fork_reuse child: one free: private dirty %ld -> %ld KiB\n", before, after);
+    fflush(stdout);
+    _exit(0);
+}
+
 #ifndef DROP_IN_NO_CHILD_THREADS
+/* Allocates a little and ends: the child has had a second thread. */
+static void *child_short(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 1000; i++)
+        alloc_free(alloc_malloc(100));
+    return NULL;
+}
+
 /* A second thread that stays, idle, until the child exits. */
 static void *child_helper(void *arg)
 {
@@ -101,13 +150,18 @@ static void child_run(enum mode mode)
 #ifdef DROP_IN_NO_CHILD_THREADS
     alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);  /* no purger thread */
 #endif
-    if (mode == THREADED) {
+    if (mode == COW)
+        child_cow();
 #ifndef DROP_IN_NO_CHILD_THREADS
-        pthread_t t;
-        if (pthread_create(&t, NULL, child_helper, NULL) != 0)
+    pthread_t t;
+    if (mode == THREADED && pthread_create(&t, NULL, child_helper, NULL) != 0)
+        child_fail("pthread_create: %s", strerror(errno));
+    if (mode == AFTER_THREAD) {
+        if (pthread_create(&t, NULL, child_short, NULL) != 0)
             child_fail("pthread_create: %s", strerror(errno));
-#endif
+        pthread_join(t, NULL);
     }
+#endif
     size_t before = stats_now().pool_slots_used;
     static void *mine[WORKERS * WORKER_BLOCKS];
     size_t n = 0;
@@ -149,6 +203,10 @@ static void child_run(enum mode mode)
     if (mode != THREADED && end + workers_slots / 2 > before)
         child_fail("%zu slots in use with every block freed, %zu with the workers' blocks live",
                    end, before);
+    /* What was on its way at the fork is written off, not in flight. */
+    size_t in_flight = stats_now().remote_in_flight;
+    if (mode != THREADED && in_flight != 0)
+        child_fail("%zu remote frees in flight with every block back", in_flight);
     printf("fork_reuse child: %zu blocks freed and made again: slots %zu -> %zu, %zu at the end\n",
            n, before, after, end);
     fflush(stdout);
@@ -284,18 +342,26 @@ int main(int argc, char **argv)
         mode = HALF;
     else if (argc == 2 && strcmp(argv[1], "threaded") == 0)
         mode = THREADED;
+    else if (argc == 2 && strcmp(argv[1], "after_thread") == 0)
+        mode = AFTER_THREAD;
+    else if (argc == 2 && strcmp(argv[1], "cow") == 0)
+        mode = COW;
     else if (argc == 2 && strcmp(argv[1], "forward") == 0)
         return forward();
     else {
-        fprintf(stderr, "usage: %s all|half|threaded|forward\n", argv[0]);
+        fprintf(stderr, "usage: %s all|half|threaded|after_thread|cow|forward\n", argv[0]);
         return 2;
     }
 #ifdef DROP_IN_NO_CHILD_THREADS
-    if (mode == THREADED) {
-        printf("fork_reuse threaded: skipped (no threads in a fork child here)\n");
+    if (mode == THREADED || mode == AFTER_THREAD) {
+        printf("fork_reuse %s: skipped (no threads in a fork child here)\n", argv[1]);
         return 77;
     }
 #endif
+    if (mode == COW && !CHECK_RSS) {
+        printf("fork_reuse cow: skipped (the sanitizer's memory is in the count)\n");
+        return 77;
+    }
     pthread_t t[WORKERS];
     for (int w = 0; w < WORKERS; w++)
         if (pthread_create(&t[w], NULL, worker, (void *)(uintptr_t)w) != 0)
@@ -309,6 +375,13 @@ int main(int argc, char **argv)
         blocks[0][i] = NULL;
         if (i == 4)
             alloc_collect(false);       /* these five to the worker's inbox */
+    }
+    if (mode == COW) {                  /* half the second worker's blocks free */
+        for (int i = 0; i < WORKER_BLOCKS; i += 2) {
+            check_free(blocks[1][i], "main");
+            blocks[1][i] = NULL;
+        }
+        alloc_collect(false);
     }
 
     pid_t pid = fork();

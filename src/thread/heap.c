@@ -825,7 +825,7 @@ static void settle_queues(void)
         sent += shoal_counter_read(&h->stats.remote_frees);
         got += shoal_counter_read(&h->stats.remote_received);
     }
-    atomic_store_explicit(&remote_written_off, sent - got, memory_order_relaxed);
+    atomic_store_explicit(&remote_written_off, sent > got ? sent - got : 0, memory_order_relaxed);
     atomic_store_explicit(&vanished_settled, true, memory_order_relaxed);
 }
 

@@ -148,19 +148,6 @@ __attribute__((noinline)) shoal_heap_t *shoal_heap_acquire_for_thread(void)
 
 static void recover_vanished(shoal_page_t *pg);
 
-/* A free (by `me`, maybe the empty heap) into a page of a heap whose
- * thread did not come with a fork: the block keeps the freed mark that
- * free gave it and goes nowhere, for no one takes that heap's inbox; the
- * page's rebuild will find it free by its mark (recover_vanished). */
-static void vanished_free(shoal_heap_t *me, shoal_page_t *pg)
-{
-    if (me != &shoal_empty_heap)
-        shoal_count(&me->stats.frees[pg->size_class], 1);
-    else if (SHOAL_STATS_ENABLED)
-        atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
-    recover_vanished(pg);
-}
-
 /* What remote_free does not do inline: a thread with no heap yet, a
  * heap that has just become ours, a heap no thread holds, a heap a fork
  * left without its thread. */
@@ -180,19 +167,23 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
         me = shoal_heap_of_thread();
         dest = shoal_page_heap(pg);
     }
+    if (me != &shoal_empty_heap)
+        shoal_count(&me->stats.frees[pg->size_class], 1);
+    else if (SHOAL_STATS_ENABLED)
+        atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
     if (shoal_unlikely(dest->vanished)) {
-        vanished_free(me, pg);
+        /* A heap whose thread did not come with a fork: the block keeps
+         * the freed mark free gave it and goes nowhere (no one takes that
+         * heap's inbox); the page's rebuild finds it free by its mark. */
+        recover_vanished(pg);
         return;
     }
     if (me == &shoal_empty_heap) {
-        if (SHOAL_STATS_ENABLED) {
-            atomic_fetch_add_explicit(&orphan_frees[pg->size_class], 1, memory_order_relaxed);
+        if (SHOAL_STATS_ENABLED)
             atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
-        }
         shoal_remote_send_one(NULL, dest, b);
         return;
     }
-    shoal_count(&me->stats.frees[pg->size_class], 1);
     if (dest == me) {           /* a free by the owner after all, or into its full page */
         shoal_remote_come_home(me, pg, b, shoal_page_owner(pg), page_event);
         return;
@@ -742,7 +733,7 @@ bool shoal_heap_collect(void)
  *   - a vanished heap's inbox is closed: never taken, and a send to it
  *     is dropped (its blocks are counted by their marks instead);
  *   - until its page is rebuilt, a block of a vanished heap freed in the
- *     child keeps its mark and goes nowhere (vanished_free);
+ *     child keeps its mark and goes nowhere (remote_free_slow);
  *   - a block of a vanished heap's page may be on its way to another
  *     heap, one that owned the page before (a block freed before the
  *     page was adopted waits in the outbox of its freer, or in the old
@@ -819,31 +810,12 @@ static void settle_queues(void)
         return;
     shoal_heap_receive(&shoal_orphans);
     shoal_orphanage_give();
-    uint64_t sent = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed), got = 0;
-    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all) {
-        sent += shoal_counter_read(&h->stats.remote_frees);
-        got += shoal_counter_read(&h->stats.remote_received);
-    }
-    atomic_store_explicit(&remote_written_off, sent > got ? sent - got : 0, memory_order_relaxed);
+    shoal_heap_stats_t st;
+    shoal_heap_stats(&st);
+    if (st.remote_frees > st.remote_received)
+        atomic_fetch_add_explicit(&remote_written_off, st.remote_frees - st.remote_received,
+                                  memory_order_relaxed);
     atomic_store_explicit(&vanished_settled, true, memory_order_relaxed);
-}
-
-/* A vanished page made a page again: rebuilt from its marks (`relink`),
- * to the orphanage; or, with no block live, to the pool - counted only,
- * so that a page shared with the parent is not copied to be given back. */
-static void rebuild_page(shoal_page_t *pg, bool relink)
-{
-    if (!relink) {
-        if (shoal_page_none_live(pg))
-            shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
-        return;
-    }
-    shoal_page_rebuild(pg);
-    if (pg->used == 0)
-        shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
-    else
-        shoal_orphanage_put(pg);
 }
 
 /* Rebuild `pg`, a vanished page this thread has just freed a block of;
@@ -862,7 +834,11 @@ static void recover_vanished(shoal_page_t *pg)
     if (atomic_load_explicit(&vanished_settled, memory_order_relaxed) &&
         shoal_orphanage_take(false)) {
         if (pg != NULL) {
-            rebuild_page(pg, true);
+            shoal_page_rebuild(pg);
+            if (pg->used == 0)
+                shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL);
+            else
+                shoal_orphanage_put(pg);
         } else {
             bool left = false;
             size_t n = shoal_pool_count();
@@ -874,8 +850,12 @@ static void recover_vanished(shoal_page_t *pg)
                     if (p->kind != SHOAL_SLOT_PAGE || (h = shoal_page_heap(p)) == NULL ||
                         !h->vanished)
                         continue;
-                    rebuild_page(p, false);
-                    left |= p->kind == SHOAL_SLOT_PAGE;     /* still vanished */
+                    /* Counted with loads only: a page shared with the
+                     * parent is not copied to be given back. */
+                    if (shoal_page_none_live(p))
+                        shoal_heap_release_page(&shoal_orphans, p, SHOAL_TO_POOL);
+                    else
+                        left = true;                        /* still vanished */
                 }
             }
             atomic_store_explicit(&vanished_pending, left, memory_order_relaxed);

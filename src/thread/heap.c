@@ -617,12 +617,18 @@ static size_t retire_parked(bool force, bool receive_only)
  * it parked back, the orphanage's pages). */
 static atomic_flag reclaiming = ATOMIC_FLAG_INIT;
 static __thread bool tl_reclaiming __attribute__((tls_model("initial-exec")));
+/* This thread rebuilds a fork child's vanished pages, holding the turn
+ * (below). */
+static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
 
 size_t shoal_heap_reclaim(bool force)
 {
     /* Nor from inside an adoption: the thread that holds the orphanage
-     * must wait for nothing (a forced reclaim may be waiting for it). */
-    if (tl_reclaiming || shoal_orphanage_held())
+     * must wait for nothing (a forced reclaim may be waiting for it).
+     * Nor from inside a fork child's rebuild, which holds the turn: its
+     * sends can run a pass (at once, and forced, with PURGE_DELAY_MS=0),
+     * which would wait for the turn for ever. */
+    if (tl_reclaiming || tl_recovering || shoal_orphanage_held())
         return 1;               /* a later pass looks again */
     if (!shoal_turn_take(&reclaiming, force))
         return 1;
@@ -772,7 +778,6 @@ bool shoal_heap_collect(void)
  * rebuild, which runs only while it is alone). */
 static _Atomic bool vanished_pending, vanished_settled;
 static _Atomic uint64_t vanished_next_look_ms;
-static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
 /* Remote frees that will never be received: those that were on their way
  * at the fork (statistics: they are not in flight). */
 static _Atomic uint64_t remote_written_off;

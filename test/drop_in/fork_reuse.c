@@ -16,6 +16,9 @@
  *   fork_reuse forward  blocks of a page are on their way to a heap that
  *                       owned it before, when a thread that adopted the
  *                       page vanishes at the fork
+ *   fork_reuse parked   a block is on its way to the parked heap of an
+ *                       exited thread at the fork, with PURGE_DELAY_MS=0
+ *                       (set by ctest): the child's rebuild sends it
  *
  * Two worker threads each make WORKER_BLOCKS pattern-filled blocks of
  * 48 and 64 bytes and stay alive, idle, across the fork: in the child
@@ -38,6 +41,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include "drop_in.h"
 
@@ -333,6 +337,77 @@ static int forward(void)
     return 0;
 }
 
+/* ---- parked -----------------------------------------------------------
+ * Thread P makes a block and exits, after the main thread freed it: the
+ * block waits in the main thread's outbox, for P's parked heap.  Thread V
+ * makes a block and idles across the fork.  The child frees V's block:
+ * the rebuild of V's page sends the outbox first, and a send to a heap
+ * no thread holds runs a purge pass when one is due - at once, and
+ * forced, with PURGE_DELAY_MS=0 - whose reclaim wants the turn the
+ * rebuild holds: the child must not wait for itself (it did, for ever). */
+static void *parked_block, *vanished_block;
+
+static void *parked_v(void *arg)
+{
+    (void)arg;
+    if ((vanished_block = block_make(FWD_SIZE, 12)) == NULL)
+        die("V: out of memory");
+    step_set(1);
+    step_wait(4);
+    return NULL;
+}
+
+static void *parked_p(void *arg)
+{
+    (void)arg;
+    if ((parked_block = block_make(FWD_SIZE, 11)) == NULL)
+        die("P: out of memory");
+    step_set(2);
+    step_wait(3);
+    return NULL;                        /* its heap is parked */
+}
+
+static int parked(void)
+{
+    void *mine = block_make(FWD_SIZE, 13);      /* a heap of the main thread's own */
+    pthread_t p, v;
+    /* V first: a thread that starts after P exited would take P's heap. */
+    if (pthread_create(&v, NULL, parked_v, NULL) != 0)
+        die("pthread_create failed");
+    step_wait(1);
+    if (pthread_create(&p, NULL, parked_p, NULL) != 0)
+        die("pthread_create failed");
+    step_wait(2);
+    check_free(parked_block, "main");   /* held in the outbox, for P's heap */
+    step_set(3);
+    pthread_join(p, NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        alarm(30);                      /* a child waiting for itself ends */
+        check(vanished_block, "V's block");
+        alloc_free(vanished_block);
+        void *q = block_make(FWD_SIZE, 14);
+        if (q == NULL)
+            child_fail("malloc: out of memory");
+        check(q, "child's block");
+        _exit(0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid: %s", strerror(errno));
+    step_set(4);
+    pthread_join(v, NULL);
+    check_free(vanished_block, "main");
+    check_free(mine, "main");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("the child failed (status %#x%s)", st,
+            WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? ": it waited for 30 s" : "");
+    printf("fork_reuse parked: ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enum mode mode;
@@ -348,8 +423,10 @@ int main(int argc, char **argv)
         mode = COW;
     else if (argc == 2 && strcmp(argv[1], "forward") == 0)
         return forward();
+    else if (argc == 2 && strcmp(argv[1], "parked") == 0)
+        return parked();
     else {
-        fprintf(stderr, "usage: %s all|half|threaded|after_thread|cow|forward\n", argv[0]);
+        fprintf(stderr, "usage: %s all|half|threaded|after_thread|cow|forward|parked\n", argv[0]);
         return 2;
     }
 #ifdef DROP_IN_NO_CHILD_THREADS

@@ -24,7 +24,7 @@
 static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_page_t *pg)
 {
     shoal_heap_page_freed(h, pg);
-    shoal_purger_start();
+    shoal_purger_slow_path();
 }
 
 /* Free b, which passed the block-start test of its page pg. */
@@ -63,7 +63,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
 static __attribute__((noinline)) void huge_free_shared(shoal_huge_t *h)
 {
     shoal_huge_free(h);
-    shoal_purger_start();
+    shoal_purger_slow_path();
 }
 
 /* A huge block goes into this thread's huge slot, the mapping there

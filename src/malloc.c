@@ -169,7 +169,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_generic(size
         p = alloc_tier(n, align, zero);
     }
     shoal_heap_end_call();
-    shoal_purger_start();
+    shoal_purger_slow_path();
     return p;
 }
 
@@ -192,7 +192,7 @@ static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n,
         return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_t *h = shoal_tl_heap;
     void *p = zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
-    shoal_purger_start();
+    shoal_purger_slow_path();
     return p;
 }
 

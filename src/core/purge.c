@@ -97,12 +97,21 @@ void shoal_purge_tick(void)
     if (!atomic_compare_exchange_strong_explicit(&next_pass_ms, &due, now + (uint64_t)delay,
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
-    shoal_purge_now(delay == 0);
+    /* Overdue by a whole delay: no tick came for that long, and every
+     * free to the pool or the huge cache ticks, so all that is free there
+     * was freed a delay ago at least, but for what this call's own path
+     * freed.  It all goes now, as two passes would have taken it: without
+     * a purger thread, a program that worked, idled and works again gets
+     * its memory back at its first slow path, rather than keeping it, or
+     * clearing it again for calloc at every reuse.  (A thread's huge slot
+     * ticks nothing: its mapping may go sooner than a delay, once a
+     * delay at most.)  `due` is 0 only before the clock started. */
+    shoal_purge_now(delay == 0 || (due != 0 && now - due >= (uint64_t)delay));
 }
 
-void shoal_purge_delay_changed(void)
+void shoal_purge_clock_start(void)
 {
-    atomic_store_explicit(&next_pass_ms, 0, memory_order_relaxed);
+    atomic_store_explicit(&next_pass_ms, shoal_os_now_ms(), memory_order_relaxed);
 }
 
 void shoal_purge_note_waiting(void)

@@ -33,8 +33,9 @@ void shoal_purge_tick(void);
  * the bytes purged. */
 size_t shoal_purge_now(bool force);
 
-/* PURGE_DELAY_MS changed: the slow paths' clock starts again on it. */
-void shoal_purge_delay_changed(void);
+/* The slow paths' clock starts (at start-up), or starts again on a new
+ * PURGE_DELAY_MS: the next tick runs a pass. */
+void shoal_purge_clock_start(void);
 
 /* Whether free memory is waiting for a pass. */
 bool shoal_purge_pending(void);

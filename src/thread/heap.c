@@ -553,7 +553,7 @@ static void thread_exit(void *arg)
 {
     tl_exited = true;
     heap_give_up(arg);
-    shoal_purger_start();
+    shoal_purger_slow_path();
     shoal_purger_thread_exiting();
 }
 

@@ -216,6 +216,15 @@ void shoal_purger_start(void)
     pthread_attr_destroy(&attr);
 }
 
+void shoal_purger_slow_path(void)
+{
+    /* Relaxed: a purger that has just left only makes this one tick more. */
+    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_RUNNING &&
+        shoal_purge_pending())
+        shoal_purge_tick();
+    shoal_purger_start();
+}
+
 /* alloc_option_set changed PURGE_DELAY_MS: a purger asleep on the old
  * delay wakes, one that was not wanted may now be.  A delay of 0 means
  * at once, and no clock runs for it (frees purge as they come): what is
@@ -224,7 +233,7 @@ static void delay_changed(long value)
 {
     if (value == 0)
         shoal_purge_now(true);
-    shoal_purge_delay_changed();
+    shoal_purge_clock_start();
     atomic_fetch_add_explicit(&delay_seq, 1, memory_order_release);
     if (atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING)
         futex(&delay_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
@@ -245,6 +254,7 @@ static void limit_changed(long value)
 
 void shoal_purger_init(void)
 {
+    shoal_purge_clock_start();
     shoal_purge_set_waker(wake);
     shoal_option_on_change(ALLOC_OPTION_PURGE_DELAY_MS, delay_changed);
     shoal_option_on_change(ALLOC_OPTION_MAX_MEMORY, limit_changed);

@@ -14,6 +14,11 @@ void shoal_purger_init(void);
  * a load or two when it runs. */
 void shoal_purger_start(void);
 
+/* The end of a slow path: where no purger thread runs (a single-threaded
+ * program, PURGE_THREAD=never, a purger that could not start), the purge
+ * passes are run here, one a delay; then the purger may start. */
+void shoal_purger_slow_path(void);
+
 /* A thread is exiting: the purger may soon be alone, and looks. */
 void shoal_purger_thread_exiting(void);
 

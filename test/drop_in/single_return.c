@@ -1,0 +1,138 @@
+/* single_return.c - a single-threaded program gets its memory back at
+ * its first slow path after an idle time.
+ *
+ * With PURGE_THREAD=auto a single-threaded program has no purger thread:
+ * its purge passes run on its own slow paths.  It works, frees, idles
+ * (no allocator call at all: a worker waiting for its next request), and
+ * works again; the first slow path of the new work must give back what
+ * the last work freed, all of it, before the new work reuses it:
+ *
+ *   pool    48 blocks of 1 MiB, written, freed: pool slots;
+ *   huge    one block of 64 MiB, written, freed: the thread's huge slot;
+ *   calloc  48 blocks of 1 MiB + 64 from calloc, never written, freed,
+ *           and made again by calloc after the idle time: reused without
+ *           a purge, they would be cleared, so made resident, by calloc.
+ *
+ * The idle time is four delays (ctest sets SHOAL_PURGE_DELAY_MS=100);
+ * the slow path is a malloc of a size class not used before.  Checked on
+ * shoal's committed bytes (memory that may be resident), and on the RSS
+ * outside the sanitizers.
+ */
+#include <time.h>
+#include "drop_in.h"
+
+#define BLOCKS 48
+#define MIB ((size_t)1 << 20)
+
+static void *block[BLOCKS];
+
+static void idle(void)
+{
+    struct timespec t = { 0, 400 * 1000000L };
+    nanosleep(&t, NULL);
+}
+
+/* The first call of the new work: a slow path (a size class this
+ * program has not used). */
+static void *slow_call(void)
+{
+    void *p = alloc_malloc(3000);
+    if (p == NULL)
+        die("out of memory");
+    return p;
+}
+
+/* Made, written and freed: n blocks of `size`. */
+static void work(size_t size, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if ((block[i] = alloc_malloc(size)) == NULL)
+            die("out of memory");
+        memset(block[i], i + 1, size);
+    }
+    for (int i = 0; i < n; i++) {
+        unsigned char *b = block[i];
+        if (b[0] != (unsigned char)(i + 1) || b[size - 1] != (unsigned char)(i + 1))
+            die("block %d damaged", i);
+        alloc_free(b);
+    }
+}
+
+static void expect_back(const char *mode, size_t committed, size_t rss, size_t freed)
+{
+    size_t c = stats_now().committed, r = rss_bytes();
+    if (c + freed / 2 > committed)
+        die("%s: committed %zu MiB after the idle time and a slow path (%zu MiB before): "
+            "the %zu MiB freed before it did not go back", mode, c / MIB, committed / MIB,
+            freed / MIB);
+    if (CHECK_RSS && r + freed / 2 > rss)
+        die("%s: RSS %zu MiB after the idle time and a slow path (%zu MiB before): the %zu "
+            "MiB freed before it did not go back", mode, r / MIB, rss / MIB, freed / MIB);
+    printf("single_return %s: ok: committed %zu -> %zu MiB, RSS %zu -> %zu MiB\n", mode,
+           committed / MIB, c / MIB, rss / MIB, r / MIB);
+}
+
+static void pool_mode(void)
+{
+    work(MIB, BLOCKS);
+    size_t c = stats_now().committed, r = rss_bytes();
+    idle();
+    alloc_free(slow_call());
+    expect_back("pool", c, r, BLOCKS * MIB);
+}
+
+static void huge_mode(void)
+{
+    work(64 * MIB, 1);
+    size_t c = stats_now().committed, r = rss_bytes();
+    idle();
+    alloc_free(slow_call());
+    expect_back("huge", c, r, 64 * MIB);
+}
+
+static void calloc_mode(void)
+{
+    size_t size = MIB + 64;
+    for (int i = 0; i < BLOCKS; i++)
+        if ((block[i] = alloc_calloc(1, size)) == NULL)
+            die("out of memory");
+    for (int i = 0; i < BLOCKS; i++)
+        alloc_free(block[i]);
+    size_t c = stats_now().committed, r = rss_bytes();
+    idle();
+    void *first = slow_call();
+    for (int i = 0; i < BLOCKS; i++) {
+        unsigned char *b = alloc_calloc(1, size);
+        if (b == NULL)
+            die("out of memory");
+        if (b[0] != 0 || b[size / 2] != 0 || b[size - 1] != 0)
+            die("calloc block %d not zero", i);
+        block[i] = b;
+    }
+    /* The blocks are live, never written: only what calloc itself wrote
+     * is resident. */
+    size_t rb = rss_bytes();
+    if (CHECK_RSS && rb > r + BLOCKS * MIB / 4)
+        die("calloc: RSS %zu MiB with %d fresh calloc blocks of 1 MiB never written (%zu MiB "
+            "before): calloc cleared reused memory that a purge would have given back zero",
+            rb / MIB, BLOCKS, r / MIB);
+    for (int i = 0; i < BLOCKS; i++)
+        alloc_free(block[i]);
+    alloc_free(first);
+    printf("single_return calloc: ok: committed %zu MiB, RSS %zu -> %zu MiB with the blocks "
+           "made again\n", c / MIB, r / MIB, rb / MIB);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "pool") == 0)
+        pool_mode();
+    else if (strcmp(mode, "huge") == 0)
+        huge_mode();
+    else if (strcmp(mode, "calloc") == 0)
+        calloc_mode();
+    else
+        die("usage: single_return pool|huge|calloc");
+    return 0;
+}

@@ -77,6 +77,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* How child pid ended. */
+static int child_status(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid: %s", strerror(errno));
+    return st;
+}
+
 static void child_fail(const char *fmt, ...)
 {
     va_list ap;
@@ -323,9 +332,7 @@ static int forward(void)
             check(fwd[i], "X's block kept");
         _exit(0);
     }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        die("waitpid: %s", strerror(errno));
+    int st = child_status(pid);
     step_set(7);
     pthread_join(s, NULL);
     pthread_join(t, NULL);
@@ -347,35 +354,34 @@ static int forward(void)
  * rebuild holds: the child must not wait for itself (it did, for ever). */
 static void *parked_block, *vanished_block;
 
-static void *parked_v(void *arg)
-{
-    (void)arg;
-    if ((vanished_block = block_make(FWD_SIZE, 12)) == NULL)
-        die("V: out of memory");
-    step_set(1);
-    step_wait(4);
-    return NULL;
-}
+/* Makes *a->block, says so with step a->made, and returns (its heap
+ * parked) at step a->go. */
+typedef struct {
+    void **block;
+    uint32_t seed;
+    int made, go;
+} parked_arg_t;
 
-static void *parked_p(void *arg)
+static void *parked_thread(void *arg)
 {
-    (void)arg;
-    if ((parked_block = block_make(FWD_SIZE, 11)) == NULL)
-        die("P: out of memory");
-    step_set(2);
-    step_wait(3);
-    return NULL;                        /* its heap is parked */
+    parked_arg_t *a = arg;
+    if ((*a->block = block_make(FWD_SIZE, a->seed)) == NULL)
+        die("out of memory");
+    step_set(a->made);
+    step_wait(a->go);
+    return NULL;
 }
 
 static int parked(void)
 {
     void *mine = block_make(FWD_SIZE, 13);      /* a heap of the main thread's own */
     pthread_t p, v;
+    parked_arg_t va = { &vanished_block, 12, 1, 4 }, pa = { &parked_block, 11, 2, 3 };
     /* V first: a thread that starts after P exited would take P's heap. */
-    if (pthread_create(&v, NULL, parked_v, NULL) != 0)
+    if (pthread_create(&v, NULL, parked_thread, &va) != 0)
         die("pthread_create failed");
     step_wait(1);
-    if (pthread_create(&p, NULL, parked_p, NULL) != 0)
+    if (pthread_create(&p, NULL, parked_thread, &pa) != 0)
         die("pthread_create failed");
     step_wait(2);
     check_free(parked_block, "main");   /* held in the outbox, for P's heap */
@@ -394,9 +400,7 @@ static int parked(void)
         check(q, "child's block");
         _exit(0);
     }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        die("waitpid: %s", strerror(errno));
+    int st = child_status(pid);
     step_set(4);
     pthread_join(v, NULL);
     check_free(vanished_block, "main");
@@ -466,9 +470,7 @@ int main(int argc, char **argv)
         die("fork: %s", strerror(errno));
     if (pid == 0)
         child_run(mode);
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        die("waitpid: %s", strerror(errno));
+    int st = child_status(pid);
 
     pthread_mutex_lock(&lock);
     done = true;

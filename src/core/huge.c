@@ -15,6 +15,9 @@
 #define HUGE_CACHE 128                          /* mappings kept for reuse, */
 #define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first */
 #define HUGE_HEADER 64          /* room for the header before the block */
+/* Beyond this, a freed mapping goes back at once where no purger thread
+ * runs, until the program has shown it reuses such a size (below). */
+#define HUGE_KEEP_UNSEEN ((size_t)32 << 20)
 
 typedef struct cached_map_s {
     char *base;
@@ -238,6 +241,34 @@ static void unmap(char *base, size_t size)
     shoal_commit_uncharge(size);
 }
 
+/* Big freed mappings where no purger thread runs.  A single-threaded
+ * program (PURGE_THREAD=auto) runs its purge passes on its own slow
+ * paths, so a big block it frees and keeps for reuse stays resident for
+ * as long as it then sleeps, or only reuses blocks it has.  So, there, a
+ * freed mapping above HUGE_KEEP_UNSEEN is given back at once, as glibc
+ * gives back every block above its mmap threshold (at most 32 MiB once
+ * it grew) and jemalloc every one above 8 MiB, until the program maps one
+ * that such a mapping would have served: from then on mappings up to
+ * that size are kept for reuse as anywhere else (a cycle of 64 MiB
+ * blocks maps twice, then reuses).  Relaxed: two sizes, hints. */
+static _Atomic size_t given_back_size, reused_size;
+
+static bool give_back_now(size_t size)
+{
+    return size > HUGE_KEEP_UNSEEN &&
+           size > atomic_load_explicit(&reused_size, memory_order_relaxed) &&
+           shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) > 0 && !shoal_purge_background();
+}
+
+/* A new mapping of `size` is made: had one given back served it? */
+static void note_mapped(size_t size)
+{
+    size_t back = atomic_load_explicit(&given_back_size, memory_order_relaxed);
+    if (back != 0 && size <= back && shoal_fits_without_waste(back, size) &&
+        back > atomic_load_explicit(&reused_size, memory_order_relaxed))
+        atomic_store_explicit(&reused_size, back, memory_order_relaxed);
+}
+
 void *shoal_huge_alloc(size_t n, size_t align, bool zero)
 {
     if (align < SHOAL_ALIGN)
@@ -259,6 +290,7 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     base = map_new(size, base_align);
     if (base == NULL)
         return NULL;
+    note_mapped(size);
     if (shoal_opt(ALLOC_OPTION_PREFAULT))
         shoal_os_prefault(base, size);
     shoal_lock(&cache_lock);
@@ -287,6 +319,14 @@ static void unlink_block(shoal_huge_t *h)
 /* A freed block's mapping: into the cache, or unmapped. */
 static void retire(char *base, size_t size)
 {
+    if (give_back_now(size)) {
+        atomic_store_explicit(&given_back_size, size, memory_order_relaxed);
+        shoal_lock(&cache_lock);
+        count_live(-1, size);
+        shoal_unlock(&cache_lock);
+        unmap(base, size);
+        return;
+    }
     bool keep = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) != 0;
     cached_map_t evicted[HUGE_CACHE];
     unsigned n_evicted = 0;
@@ -365,7 +405,7 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
 bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
 {
     if (h->user != h->base + user_offset(SHOAL_ALIGN) ||
-        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0)
+        shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0 || give_back_now(h->map_size))
         return false;
     char *base = h->base;
     /* Relaxed: a pass may only empty the slot meanwhile, which the

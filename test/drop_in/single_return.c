@@ -8,7 +8,9 @@
  * the last work freed, all of it, before the new work reuses it:
  *
  *   pool    48 blocks of 1 MiB, written, freed: pool slots;
- *   huge    one block of 64 MiB, written, freed: the thread's huge slot;
+ *   huge    one block of 64 MiB, written, freed: given back at its free;
+ *           then three, one after the other: kept for reuse, in the
+ *           thread's huge slot;
  *   calloc  48 blocks of 1 MiB + 64 from calloc, never written, freed,
  *           and made again by calloc after the idle time: reused without
  *           a purge, they would be cleared, so made resident, by calloc.
@@ -81,13 +83,31 @@ static void pool_mode(void)
     expect_back("pool", c, r, BLOCKS * MIB);
 }
 
+/* A 64 MiB block freed once goes back at its free: no pass would come
+ * for it while the program sleeps.  Made and freed again and again, the
+ * size is seen reused: the mapping is kept for the next malloc, and goes
+ * at the first slow path after an idle time. */
 static void huge_mode(void)
 {
-    work(64 * MIB, 1);
+    size_t size = 64 * MIB;
+    unsigned char *b = alloc_malloc(size);
+    if (b == NULL)
+        die("out of memory");
+    memset(b, 1, size);
     size_t c = stats_now().committed, r = rss_bytes();
+    alloc_free(b);
+    expect_back("huge once", c, r, size);
+    work(size, 1);
+    work(size, 1);
+    alloc_stats_t st = stats_now();
+    if (st.huge_cached_bytes < size)
+        die("huge: a cycle of 64 MiB blocks keeps no mapping for reuse (%zu MiB cached)",
+            st.huge_cached_bytes / MIB);
+    c = st.committed;
+    r = rss_bytes();
     idle();
     alloc_free(slow_call());
-    expect_back("huge", c, r, 64 * MIB);
+    expect_back("huge cycle", c, r, size);
 }
 
 static void calloc_mode(void)

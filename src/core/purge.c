@@ -89,7 +89,7 @@ size_t shoal_purge_now(bool force)
     return bytes;
 }
 
-void shoal_purge_tick(void)
+void shoal_purge_tick(bool catch_up)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     if (delay < 0)
@@ -102,16 +102,18 @@ void shoal_purge_tick(void)
     if (!atomic_compare_exchange_strong_explicit(&next_pass_ms, &due, now + (uint64_t)delay,
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
-    /* Overdue by a whole delay: no tick came for that long, and every
-     * free to the pool or the huge cache ticks, so all that is free there
-     * was freed a delay ago at least, but for what this call's own path
-     * freed.  It all goes now, as two passes would have taken it: without
-     * a purger thread, a program that worked, idled and works again gets
-     * its memory back at its first slow path, rather than keeping it, or
-     * clearing it again for calloc at every reuse.  (A thread's huge slot
-     * ticks nothing: its mapping may go sooner than a delay, once a
-     * delay at most.)  `due` is 0 only before the clock started. */
-    shoal_purge_now(delay == 0 || (due != 0 && now - due >= (uint64_t)delay));
+    /* A slow path's tick overdue by a whole delay, with memory waiting:
+     * no tick came for that long, and every free to the pool or the huge
+     * cache ticks, so all that waits there was freed a delay ago at
+     * least.  It all goes now, as two passes would have taken it:
+     * without a purger thread, a program that worked, idled and works
+     * again gets its memory back at its first slow path, rather than
+     * keeping it, or clearing it again for calloc at every reuse.  (Not
+     * a free's tick: what it freed is new, and may be all there is.  A
+     * thread's huge slot ticks nothing: its mapping may go sooner than a
+     * delay, once a delay at most.)  `due` is 0 only before the clock
+     * started. */
+    shoal_purge_now(delay == 0 || (catch_up && due != 0 && now - due >= (uint64_t)delay));
 }
 
 void shoal_purge_clock_start(void)
@@ -131,5 +133,5 @@ void shoal_purge_note_free(void)
      * read on their path.  A delay of 0 still purges at once, here. */
     if (!atomic_load_explicit(&background, memory_order_relaxed) ||
         shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0)
-        shoal_purge_tick();
+        shoal_purge_tick(false);
 }

@@ -26,8 +26,10 @@ void shoal_purge_note_free(void);
 void shoal_purge_note_waiting(void);
 
 /* Run a pass if a delay has passed since the last one.  Cheap when it has
- * not: one clock read and one load. */
-void shoal_purge_tick(void);
+ * not: one clock read and one load.  `catch_up`: the tick of a slow path
+ * that freed nothing, which takes everything free when the pass is
+ * overdue by a whole delay (purge.c). */
+void shoal_purge_tick(bool catch_up);
 
 /* A pass now: with `force` everything free, whatever its age.  Returns
  * the bytes purged. */

@@ -221,7 +221,7 @@ void shoal_purger_slow_path(void)
     /* Relaxed: a purger that has just left only makes this one tick more. */
     if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_RUNNING &&
         shoal_purge_pending())
-        shoal_purge_tick();
+        shoal_purge_tick(true);
     shoal_purger_start();
 }
 

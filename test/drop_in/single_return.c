@@ -13,7 +13,10 @@
  *           thread's huge slot;
  *   calloc  48 blocks of 1 MiB + 64 from calloc, never written, freed,
  *           and made again by calloc after the idle time: reused without
- *           a purge, they would be cleared, so made resident, by calloc.
+ *           a purge, they would be cleared, so made resident, by calloc;
+ *   fresh   after the idle time, a huge block freed (to the shared
+ *           cache) stays cached for reuse: what goes at once is what
+ *           waited through the idle time, not what the free freed.
  *
  * The idle time is four delays (ctest sets SHOAL_PURGE_DELAY_MS=100);
  * the slow path is a malloc of a size class not used before.  Checked on
@@ -143,6 +146,28 @@ static void calloc_mode(void)
            "made again\n", c / MIB, r / MIB, rb / MIB);
 }
 
+/* A free after the idle time keeps what it frees for reuse: only what
+ * waited through the idle time goes at once.  (A block laid out for a
+ * large alignment skips the thread's slot: the shared cache, whose free
+ * ticks the clock.) */
+static void fresh_mode(void)
+{
+    work(MIB, BLOCKS);
+    alloc_collect(true);                /* nothing waits */
+    idle();
+    void *p = alloc_aligned(8 * MIB, 5 * MIB);
+    if (p == NULL)
+        die("out of memory");
+    memset(p, 1, 5 * MIB);
+    alloc_free(p);
+    alloc_stats_t st = stats_now();
+    if (st.huge_cached_bytes < 5 * MIB)
+        die("fresh: a huge block freed after the idle time went back at once (%zu MiB cached): "
+            "the free's own tick purged what it had just freed", st.huge_cached_bytes / MIB);
+    printf("single_return fresh: ok: %zu MiB cached after the free\n",
+           st.huge_cached_bytes / MIB);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -152,7 +177,9 @@ int main(int argc, char **argv)
         huge_mode();
     else if (strcmp(mode, "calloc") == 0)
         calloc_mode();
+    else if (strcmp(mode, "fresh") == 0)
+        fresh_mode();
     else
-        die("usage: single_return pool|huge|calloc");
+        die("usage: single_return pool|huge|calloc|fresh");
     return 0;
 }

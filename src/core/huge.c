@@ -15,8 +15,8 @@
 #define HUGE_CACHE 128                          /* mappings kept for reuse, */
 #define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first */
 #define HUGE_HEADER 64          /* room for the header before the block */
-/* Beyond this, a freed mapping goes back at once where no purger thread
- * runs, until the program has shown it reuses such a size (below). */
+/* Beyond this, a freed mapping goes back at once until the program has
+ * shown it reuses such a size (below). */
 #define HUGE_KEEP_UNSEEN ((size_t)32 << 20)
 
 typedef struct cached_map_s {
@@ -241,23 +241,25 @@ static void unmap(char *base, size_t size)
     shoal_commit_uncharge(size);
 }
 
-/* Big freed mappings where no purger thread runs.  A single-threaded
- * program (PURGE_THREAD=auto) runs its purge passes on its own slow
- * paths, so a big block it frees and keeps for reuse stays resident for
- * as long as it then sleeps, or only reuses blocks it has.  So, there, a
- * freed mapping above HUGE_KEEP_UNSEEN is given back at once, as glibc
- * gives back every block above its mmap threshold (at most 32 MiB once
- * it grew) and jemalloc every one above 8 MiB, until the program maps one
- * that such a mapping would have served: from then on mappings up to
- * that size are kept for reuse as anywhere else (a cycle of 64 MiB
- * blocks maps twice, then reuses).  Relaxed: two sizes, hints. */
+/* Big freed mappings.  A big block is often made once (a buffer for one
+ * request, a file read whole): kept for reuse, it stays resident for a
+ * delay or two with a purger thread, and where none runs (a
+ * single-threaded program runs its passes on its own slow paths) for as
+ * long as the program then sleeps or only reuses what it has.  So a
+ * freed mapping above HUGE_KEEP_UNSEEN goes back at once, as glibc gives
+ * back every block above its mmap threshold (at most 32 MiB once it
+ * grew), jemalloc every one above 8 MiB and mimalloc from 32 MiB, until
+ * the program maps one that such a mapping would have served: from then
+ * on mappings up to that size are kept for reuse like the smaller ones (a
+ * cycle of 64 MiB blocks maps twice, then reuses).  Relaxed: two sizes,
+ * hints. */
 static _Atomic size_t given_back_size, reused_size;
 
 static bool give_back_now(size_t size)
 {
     return size > HUGE_KEEP_UNSEEN &&
            size > atomic_load_explicit(&reused_size, memory_order_relaxed) &&
-           shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) > 0 && !shoal_purge_background();
+           shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) > 0;
 }
 
 /* A new mapping of `size` is made: had one given back served it? */

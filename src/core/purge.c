@@ -42,11 +42,6 @@ void shoal_purge_set_background(bool running)
     atomic_store_explicit(&background, running, memory_order_relaxed);
 }
 
-bool shoal_purge_background(void)
-{
-    return atomic_load_explicit(&background, memory_order_relaxed);
-}
-
 void shoal_purge_set_waker(void (*wake)(void))
 {
     atomic_store_explicit(&waker, wake, memory_order_release);

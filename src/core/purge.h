@@ -51,9 +51,6 @@ void shoal_purge_set_waker(void (*wake)(void));
 void shoal_purge_set_reclaimer(size_t (*reclaim)(bool force));
 void shoal_purge_set_background(bool running);
 
-/* Whether a purger thread runs the passes (set just above). */
-bool shoal_purge_background(void);
-
 /* That purger's next pass is at at_ms (the monotonic clock, ms). */
 void shoal_purge_set_due(uint64_t at_ms);
 

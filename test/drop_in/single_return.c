@@ -11,6 +11,8 @@
  *   huge    one block of 64 MiB, written, freed: given back at its free;
  *           then three, one after the other: kept for reuse, in the
  *           thread's huge slot;
+ *   huge_purger  the same single block, with a purger thread running
+ *           (PURGE_THREAD=1): given back at its free all the same;
  *   calloc  48 blocks of 1 MiB + 64 from calloc, never written, freed,
  *           and made again by calloc after the idle time: reused without
  *           a purge, they would be cleared, so made resident, by calloc;
@@ -63,16 +65,18 @@ static void work(size_t size, int n)
     }
 }
 
-static void expect_back(const char *mode, size_t committed, size_t rss, size_t freed)
+/* Committed memory (and the RSS) fell by half of `freed` at least since
+ * `committed` and `rss` were read, `when` says after what. */
+static void expect_back(const char *mode, const char *when, size_t committed, size_t rss,
+                        size_t freed)
 {
     size_t c = stats_now().committed, r = rss_bytes();
     if (c + freed / 2 > committed)
-        die("%s: committed %zu MiB after the idle time and a slow path (%zu MiB before): "
-            "the %zu MiB freed before it did not go back", mode, c / MIB, committed / MIB,
-            freed / MIB);
+        die("%s: committed %zu MiB %s (%zu MiB before): the %zu MiB freed did not go back",
+            mode, c / MIB, when, committed / MIB, freed / MIB);
     if (CHECK_RSS && r + freed / 2 > rss)
-        die("%s: RSS %zu MiB after the idle time and a slow path (%zu MiB before): the %zu "
-            "MiB freed before it did not go back", mode, r / MIB, rss / MIB, freed / MIB);
+        die("%s: RSS %zu MiB %s (%zu MiB before): the %zu MiB freed did not go back", mode,
+            r / MIB, when, rss / MIB, freed / MIB);
     printf("single_return %s: ok: committed %zu -> %zu MiB, RSS %zu -> %zu MiB\n", mode,
            committed / MIB, c / MIB, rss / MIB, r / MIB);
 }
@@ -83,23 +87,34 @@ static void pool_mode(void)
     size_t c = stats_now().committed, r = rss_bytes();
     idle();
     alloc_free(slow_call());
-    expect_back("pool", c, r, BLOCKS * MIB);
+    expect_back("pool", "after the idle time and a slow path", c, r, BLOCKS * MIB);
 }
 
 /* A 64 MiB block freed once goes back at its free: no pass would come
  * for it while the program sleeps.  Made and freed again and again, the
  * size is seen reused: the mapping is kept for the next malloc, and goes
  * at the first slow path after an idle time. */
-static void huge_mode(void)
+static void huge_mode(bool purger)
 {
     size_t size = 64 * MIB;
+    if (purger) {
+        /* The purger runs the passes: the block goes back at its free all
+         * the same. */
+        if (alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1) != 0)
+            die("PURGE_THREAD=1 refused");
+        work(MIB, 8);                   /* memory to purge: the purger starts */
+        idle();
+    }
     unsigned char *b = alloc_malloc(size);
     if (b == NULL)
         die("out of memory");
     memset(b, 1, size);
     size_t c = stats_now().committed, r = rss_bytes();
     alloc_free(b);
-    expect_back("huge once", c, r, size);
+    expect_back(purger ? "huge once, beside a purger" : "huge once", "after its free", c, r,
+                size);
+    if (purger)
+        return;
     work(size, 1);
     work(size, 1);
     alloc_stats_t st = stats_now();
@@ -110,7 +125,7 @@ static void huge_mode(void)
     r = rss_bytes();
     idle();
     alloc_free(slow_call());
-    expect_back("huge cycle", c, r, size);
+    expect_back("huge cycle", "after the idle time and a slow path", c, r, size);
 }
 
 static void calloc_mode(void)
@@ -174,12 +189,14 @@ int main(int argc, char **argv)
     if (strcmp(mode, "pool") == 0)
         pool_mode();
     else if (strcmp(mode, "huge") == 0)
-        huge_mode();
+        huge_mode(false);
+    else if (strcmp(mode, "huge_purger") == 0)
+        huge_mode(true);
     else if (strcmp(mode, "calloc") == 0)
         calloc_mode();
     else if (strcmp(mode, "fresh") == 0)
         fresh_mode();
     else
-        die("usage: single_return pool|huge|calloc|fresh");
+        die("usage: single_return pool|huge|huge_purger|calloc|fresh");
     return 0;
 }

@@ -321,15 +321,8 @@ static void unlink_block(shoal_huge_t *h)
 /* A freed block's mapping: into the cache, or unmapped. */
 static void retire(char *base, size_t size)
 {
-    if (give_back_now(size)) {
-        atomic_store_explicit(&given_back_size, size, memory_order_relaxed);
-        shoal_lock(&cache_lock);
-        count_live(-1, size);
-        shoal_unlock(&cache_lock);
-        unmap(base, size);
-        return;
-    }
-    bool keep = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) != 0;
+    bool back = give_back_now(size);
+    bool keep = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) != 0 && !back;
     cached_map_t evicted[HUGE_CACHE];
     unsigned n_evicted = 0;
     shoal_lock(&cache_lock);
@@ -347,6 +340,8 @@ static void retire(char *base, size_t size)
     }
     shoal_unlock(&cache_lock);
     if (!keep) {
+        if (back)
+            atomic_store_explicit(&given_back_size, size, memory_order_relaxed);
         unmap(base, size);
         return;
     }

@@ -100,21 +100,28 @@ SHOAL_EXPORT int malloc_trim(size_t pad)
     return stats_now().committed < before;
 }
 
+/* a - b, or 0: the statistics' sums are sampled one by one while other
+ * threads allocate, so one may trail another for a moment. */
+static size_t beyond(size_t a, size_t b)
+{
+    return a > b ? a - b : 0;
+}
+
 /* glibc's fields, in shoal's terms: the pool memory in use is the
  * "arena", huge blocks are the "mmapped" ones, and memory freed but not
  * yet given back is what a trim could release. */
 SHOAL_EXPORT struct mallinfo2 mallinfo2(void)
 {
     alloc_stats_t st = stats_now();
-    size_t pool = st.active - st.huge_live_bytes;
-    size_t used = st.allocated - st.huge_live_bytes;
+    size_t pool = beyond(st.active, st.huge_live_bytes);
+    size_t used = beyond(st.allocated, st.huge_live_bytes);
     return (struct mallinfo2){
         .arena = pool,
         .hblks = st.huge_live,
         .hblkhd = st.huge_live_bytes,
         .uordblks = used,
-        .fordblks = pool > used ? pool - used : 0,
-        .keepcost = st.committed - st.active,
+        .fordblks = beyond(pool, used),
+        .keepcost = beyond(st.committed, st.active),
     };
 }
 

@@ -266,7 +266,7 @@ static bool give_back_now(size_t size)
 static void note_mapped(size_t size)
 {
     size_t back = atomic_load_explicit(&given_back_size, memory_order_relaxed);
-    if (back != 0 && size <= back && shoal_fits_without_waste(back, size) &&
+    if (shoal_fits_without_waste(back, size) &&
         back > atomic_load_explicit(&reused_size, memory_order_relaxed))
         atomic_store_explicit(&reused_size, back, memory_order_relaxed);
 }

@@ -218,9 +218,8 @@ void shoal_purger_start(void)
 
 void shoal_purger_slow_path(void)
 {
-    /* Relaxed: a purger that has just left only makes this one tick more. */
-    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_RUNNING &&
-        shoal_purge_pending())
+    /* A purger that has just left only makes this one tick more. */
+    if (!shoal_purger_running() && shoal_purge_pending())
         shoal_purge_tick(true);
     shoal_purger_start();
 }

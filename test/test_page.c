@@ -214,13 +214,17 @@ static void test_carve_every_class(void **state)
         size_t n = 0;
         memset(seen, 0, sizeof seen);
         while (pg->capacity < pg->reserved) {
-            size_t step = 4096 / bsize ? 4096 / bsize : 1;
-            if (step > (size_t)(pg->reserved - pg->capacity))
-                step = pg->reserved - pg->capacity;
             unsigned cap = pg->capacity;
             assert_null(pg->free);
             shoal_page_extend(pg);
-            assert_int_equal(pg->capacity, cap + step);
+            /* To the end of the OS page the first new block ends in:
+             * every new block ends by then, and the next would not (or
+             * the page is all carved). */
+            size_t step = pg->capacity - cap;
+            size_t os_end = (cap * bsize + bsize + 4095) / 4096 * 4096;
+            assert_true(step >= 1);
+            assert_true(pg->capacity * bsize <= os_end);
+            assert_true(pg->capacity == pg->reserved || (pg->capacity + 1) * bsize > os_end);
             assert_int_equal(list_length(pg, pg->free), step);
             assert_true(pg->free_is_zero);
             shoal_block_t *b;

@@ -274,7 +274,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero);
 void shoal_page_fini(shoal_page_t *pg);
 
 /* Carve more blocks from the untouched part of the page onto `free`.
- * Only as many as fit in about one OS page, so memory is touched (and
+ * Only those that reach one more OS page, so memory is touched (and
  * costs RSS) as it is used. */
 void shoal_page_extend(shoal_page_t *pg);
 

@@ -174,6 +174,53 @@ static size_t mapped_bytes(void)
     return st.mapped;
 }
 
+static size_t huge_cached_bytes(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st.huge_cached_bytes;
+}
+
+/* A program that freed big blocks (a sort's buffers) and then grows the
+ * pool (a hash table of small entries) would hold both until the purge
+ * delay: the pool's fresh slots make the huge cache give back as much,
+ * oldest first.  With an hour's delay nothing else gives it back. */
+#define YIELD_HUGE ((size_t)8 << 20)
+#define YIELD_BLOCKS 6144       /* of 4000 B: 24 MiB of fresh pool slots */
+
+static void test_pool_growth_takes_from_huge_cache(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    alloc_collect(true);        /* the pool's free slots clean: a claim grows */
+    char *a = alloc_malloc(YIELD_HUGE), *b = alloc_malloc(YIELD_HUGE);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 1, YIELD_HUGE);
+    memset(b, 2, YIELD_HUGE);
+    alloc_free(a);              /* into this thread's huge slot */
+    alloc_free(b);              /* and a on to the shared cache */
+    size_t cached0 = huge_cached_bytes();
+    assert_true(cached0 >= 2 * YIELD_HUGE);
+    static char *blocks[YIELD_BLOCKS];
+    for (size_t i = 0; i < YIELD_BLOCKS; i++) {
+        blocks[i] = alloc_malloc(4000);
+        assert_non_null(blocks[i]);
+        memset(blocks[i], (int)(i & 0xff), 4000);
+    }
+    size_t cached1 = huge_cached_bytes();
+    print_message("huge cache while the pool grew 24 MiB: %zu -> %zu MiB\n", cached0 >> 20,
+                  cached1 >> 20);
+    assert_true(cached1 + YIELD_HUGE <= cached0);
+    for (size_t i = 0; i < YIELD_BLOCKS; i++) {
+        for (size_t j = 0; j < 4000; j += 997)
+            assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    alloc_collect(true);
+}
+
 static void test_idle_thread_huge_slot_purged(void **state)
 {
     (void)state;
@@ -947,6 +994,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rss_stays_with_purge_off),
         cmocka_unit_test(test_prefault_saves_faults),
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
+        cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

@@ -124,6 +124,17 @@ static unsigned oldest_cached(void)
     return oldest;
 }
 
+/* Give back cached mappings, oldest first, until at least `bytes` have
+ * gone or none is left (cache_lock held; the caller releases `out`). */
+static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
+{
+    for (size_t freed = 0; cached != 0 && freed < bytes;) {
+        unsigned i = oldest_cached();
+        freed += cache[i].size;
+        take_out(i, out, n);
+    }
+}
+
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it, or NULL.  Counts the request, and the
  * block as live if it found one.  On a miss, cached mappings as large
@@ -153,16 +164,40 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         add(&cached_bytes, -*size, NULL);
         count_live(1, *size);
     } else {
-        for (size_t freed = 0; cached != 0 && freed < need;) {
-            unsigned i = oldest_cached();
-            freed += cache[i].size;
-            take_out(i, out, &n_out);
-        }
+        evict_oldest(need, out, &n_out);
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
     release_taken(out, n_out);
     return base;
+}
+
+/* Bytes the pool made resident afresh, while the cache held mappings,
+ * that no mapping has gone back for yet (cache_lock). */
+static size_t pool_grown;
+
+void shoal_huge_cache_yield(size_t bytes)
+{
+    if (get(&cached_bytes) == 0)
+        return;
+    cached_map_t out[HUGE_CACHE];
+    unsigned n = 0;
+    shoal_lock(&cache_lock);
+    /* A mapping goes once the growth it answers for reaches its size:
+     * the pool taking 256 KiB does not cost a 40 MiB mapping its reuse,
+     * and the process holds at most one mapping's worth more than it
+     * would with no cache. */
+    pool_grown += bytes;
+    while (cached != 0) {
+        unsigned i = oldest_cached();
+        if (pool_grown < cache[i].size)
+            break;
+        pool_grown -= cache[i].size;
+        take_out(i, out, &n);
+    }
+    set(&cached_maps, cached, NULL);
+    shoal_unlock(&cache_lock);
+    release_taken(out, n);
 }
 
 /* The first `bytes` of a reused mapping must read as zero: cheaper than
@@ -334,6 +369,8 @@ static void retire(char *base, size_t size)
         while (cached == HUGE_CACHE ||
                (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES))
             take_out(oldest_cached(), evicted, &n_evicted);
+        if (cached == 0)
+            pool_grown = 0;     /* growth while it was empty is owed by nothing */
         cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };
         add(&cached_bytes, size, &cached_bytes_peak);
         set(&cached_maps, cached, &cached_peak);

@@ -20,6 +20,7 @@
 #include "chunk_map.h"
 #include "commit.h"
 #include "counter.h"
+#include "huge.h"
 #include "message.h"
 #include "options.h"
 #include "sync.h"
@@ -173,6 +174,8 @@ static uint64_t settle(shoal_superpage_t *sp, uint64_t mask, bool whole, uint64_
         atomic_fetch_and_explicit(&sp->dirty, ~(refused & fresh), memory_order_relaxed);
         unoccupy(sp, refused);
     }
+    if ((fresh & ~refused) != 0)
+        shoal_huge_cache_yield((size_t)__builtin_popcountll(fresh & ~refused) << SHOAL_SLOT_SHIFT);
     uint64_t kept = mask & ~refused;
     *clean = fresh & kept;
     if (kept != 0) {

@@ -221,6 +221,38 @@ static void test_pool_growth_takes_from_huge_cache(void **state)
     alloc_collect(true);
 }
 
+/* The same for a huge block that realloc grows: 4 -> 16 MiB is 12 MiB
+ * more resident, and the cached 8 MiB mapping goes back for it. */
+static void test_realloc_growth_takes_from_huge_cache(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    alloc_collect(true);
+    char *a = alloc_malloc(YIELD_HUGE), *b = alloc_malloc(YIELD_HUGE);
+    char *g = alloc_malloc(YIELD_HUGE / 2);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(g);
+    memset(a, 1, YIELD_HUGE);
+    memset(b, 2, YIELD_HUGE);
+    memset(g, 3, YIELD_HUGE / 2);
+    alloc_free(a);
+    alloc_free(b);              /* a in the shared cache, b in the slot */
+    size_t cached0 = huge_cached_bytes();
+    g = alloc_realloc(g, 2 * YIELD_HUGE);
+    assert_non_null(g);
+    memset(g + YIELD_HUGE / 2, 4, 2 * YIELD_HUGE - YIELD_HUGE / 2);
+    size_t cached1 = huge_cached_bytes();
+    print_message("huge cache while realloc grew a block 4 -> 16 MiB: %zu -> %zu MiB\n",
+                  cached0 >> 20, cached1 >> 20);
+    assert_true(cached1 + YIELD_HUGE <= cached0);
+    for (size_t j = 0; j < 2 * YIELD_HUGE; j += 4093)
+        assert_int_equal(g[j], j < YIELD_HUGE / 2 ? 3 : 4);
+    alloc_free(g);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    alloc_collect(true);
+}
+
 static void test_idle_thread_huge_slot_purged(void **state)
 {
     (void)state;
@@ -995,6 +1027,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_prefault_saves_faults),
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
+        cmocka_unit_test(test_realloc_growth_takes_from_huge_cache),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

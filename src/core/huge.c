@@ -659,6 +659,12 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     count_live(-1, old);
     count_live(1, size);
     shoal_unlock(&cache_lock);
+    /* A block grown is the process grown, as the pool's fresh slots are:
+     * an array doubled by realloc while the mappings of a phase before
+     * wait in the cache would otherwise hold both (a PostgreSQL sort's
+     * tuple array, 1.5 to 24 MiB, beside the last sort's). */
+    if (size > old)
+        shoal_huge_cache_yield(size - old);
     return map_block(base, size, align, n, false, false);
 }
 

@@ -188,11 +188,13 @@ static size_t huge_cached_bytes(void)
 #define YIELD_HUGE ((size_t)8 << 20)
 #define YIELD_BLOCKS 6144       /* of 4000 B: 24 MiB of fresh pool slots */
 
-static void test_pool_growth_takes_from_huge_cache(void **state)
+/* With an hour's delay and the pool's free slots clean (a claim grows),
+ * one YIELD_HUGE mapping in the shared cache and one in this thread's
+ * huge slot; returns the cache's bytes. */
+static size_t cache_one_mapping(void)
 {
-    (void)state;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
-    alloc_collect(true);        /* the pool's free slots clean: a claim grows */
+    alloc_collect(true);
     char *a = alloc_malloc(YIELD_HUGE), *b = alloc_malloc(YIELD_HUGE);
     assert_non_null(a);
     assert_non_null(b);
@@ -200,8 +202,21 @@ static void test_pool_growth_takes_from_huge_cache(void **state)
     memset(b, 2, YIELD_HUGE);
     alloc_free(a);              /* into this thread's huge slot */
     alloc_free(b);              /* and a on to the shared cache */
-    size_t cached0 = huge_cached_bytes();
-    assert_true(cached0 >= 2 * YIELD_HUGE);
+    size_t cached = huge_cached_bytes();
+    assert_true(cached >= 2 * YIELD_HUGE);
+    return cached;
+}
+
+static void default_delay_again(void)
+{
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    alloc_collect(true);
+}
+
+static void test_pool_growth_takes_from_huge_cache(void **state)
+{
+    (void)state;
+    size_t cached0 = cache_one_mapping();
     static char *blocks[YIELD_BLOCKS];
     for (size_t i = 0; i < YIELD_BLOCKS; i++) {
         blocks[i] = alloc_malloc(4000);
@@ -217,8 +232,7 @@ static void test_pool_growth_takes_from_huge_cache(void **state)
             assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
         alloc_free(blocks[i]);
     }
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
-    alloc_collect(true);
+    default_delay_again();
 }
 
 /* The same for a huge block that realloc grows: 4 -> 16 MiB is 12 MiB
@@ -226,19 +240,10 @@ static void test_pool_growth_takes_from_huge_cache(void **state)
 static void test_realloc_growth_takes_from_huge_cache(void **state)
 {
     (void)state;
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
-    alloc_collect(true);
-    char *a = alloc_malloc(YIELD_HUGE), *b = alloc_malloc(YIELD_HUGE);
-    char *g = alloc_malloc(YIELD_HUGE / 2);
-    assert_non_null(a);
-    assert_non_null(b);
+    char *g = alloc_malloc(YIELD_HUGE / 2);     /* first: the cached one would serve it */
     assert_non_null(g);
-    memset(a, 1, YIELD_HUGE);
-    memset(b, 2, YIELD_HUGE);
     memset(g, 3, YIELD_HUGE / 2);
-    alloc_free(a);
-    alloc_free(b);              /* a in the shared cache, b in the slot */
-    size_t cached0 = huge_cached_bytes();
+    size_t cached0 = cache_one_mapping();
     g = alloc_realloc(g, 2 * YIELD_HUGE);
     assert_non_null(g);
     memset(g + YIELD_HUGE / 2, 4, 2 * YIELD_HUGE - YIELD_HUGE / 2);
@@ -249,8 +254,7 @@ static void test_realloc_growth_takes_from_huge_cache(void **state)
     for (size_t j = 0; j < 2 * YIELD_HUGE; j += 4093)
         assert_int_equal(g[j], j < YIELD_HUGE / 2 ? 3 : 4);
     alloc_free(g);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
-    alloc_collect(true);
+    default_delay_again();
 }
 
 static void test_idle_thread_huge_slot_purged(void **state)

@@ -174,10 +174,10 @@ static uint64_t settle(shoal_superpage_t *sp, uint64_t mask, bool whole, uint64_
         atomic_fetch_and_explicit(&sp->dirty, ~(refused & fresh), memory_order_relaxed);
         unoccupy(sp, refused);
     }
-    if ((fresh & ~refused) != 0)
-        shoal_huge_cache_yield((size_t)__builtin_popcountll(fresh & ~refused) << SHOAL_SLOT_SHIFT);
     uint64_t kept = mask & ~refused;
     *clean = fresh & kept;
+    if (*clean != 0)            /* memory made resident afresh */
+        shoal_huge_cache_yield((size_t)__builtin_popcountll(*clean) << SHOAL_SLOT_SHIFT);
     if (kept != 0) {
         atomic_fetch_add_explicit(&n_claims, 1, memory_order_relaxed);
         count_claimed((size_t)__builtin_popcountll(kept));

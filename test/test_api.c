@@ -1319,15 +1319,19 @@ static void test_huge_reuse_trims(void **state)
     purge_restore(saved);
 }
 
-/* The shared cache keeps up to 128 mappings: a burst of 64 huge blocks
- * freed and allocated again maps nothing new.  A request that no cached
- * mapping fits sends cached mappings of at least its size back to the
- * OS before it maps its own, oldest first: the process does not hold
- * both. */
+/* The shared cache keeps as many bytes as huge blocks are live, and at
+ * least 32 MiB: a burst of 64 blocks of 3 MiB freed one by one keeps
+ * the first half (as many bytes as the other half, still live), then
+ * the newest as the rest goes; once all are freed, the newest 32 MiB
+ * of them stay (beside the one in this thread's slot), and the next
+ * burst maps only the others anew.  A
+ * request that no cached mapping fits sends as much cached memory back
+ * to the OS, oldest first, before it maps its own: the process does not
+ * hold both. */
 static void test_huge_cache_burst(void **state)
 {
     (void)state;
-    enum { BURST = 64 };
+    enum { BURST = 64, KEPT = 10 };     /* 10 x 3 MiB and a header each: 32 MiB */
     long saved = purge_off();
     alloc_collect(true);
     static char *blocks[BURST];
@@ -1338,21 +1342,30 @@ static void test_huge_cache_burst(void **state)
             assert_non_null(blocks[i]);
             fill_pat(blocks[i], 4096, (uint64_t)i);
         }
-        if (round == 1)
-            assert_int_equal(stats().mapped, before.mapped);    /* all from the cache */
+        alloc_stats_t st = stats();
+        if (round == 1) {
+            assert_true(st.mapped >= before.mapped + (BURST - KEPT - 1) * 3 * MiB);
+            assert_true(st.mapped <= before.mapped + (BURST - KEPT + 1) * (3 * MiB + 64 * KiB));
+        }
         for (int i = 0; i < BURST; i++) {
             assert_pattern(blocks[i], 4096, (uint64_t)i);
             alloc_free(blocks[i]);
+            st = stats();
+            if (i < BURST / 2 - 1)
+                assert_int_equal(st.huge_cached, i + 1);
         }
-        assert_int_equal(stats().huge_cached, BURST);
+        assert_int_equal(st.huge_cached, KEPT + 1);             /* and this thread's slot */
+        assert_true(st.huge_cached_bytes <= 32 * MiB + 3 * MiB + 64 * KiB);
     }
     alloc_stats_t full = stats();
-    char *big = alloc_malloc(32 * MiB);                 /* fits none of them */
+    char *big = alloc_malloc(24 * MiB);                 /* fits none of them */
     assert_non_null(big);
+    fill_pat(big, 24 * MiB, 99);
     alloc_stats_t st = stats();
-    assert_true(st.huge_cached <= BURST - 10);          /* 10 x 3 MiB >= 32 MiB */
-    assert_true(st.huge_cached >= BURST - 12);
-    assert_true(st.mapped <= full.mapped + 2 * MiB);
+    assert_true(st.huge_cached_bytes + 24 * MiB <= full.huge_cached_bytes);
+    assert_true(st.huge_cached_bytes + 25 * MiB >= full.huge_cached_bytes);    /* no more */
+    assert_true(st.mapped <= full.mapped + 64 * KiB);
+    assert_pattern(big, 24 * MiB, 99);
     alloc_free(big);
     alloc_collect(true);
     assert_int_equal(stats().huge_cached, 0);

@@ -257,6 +257,52 @@ static void test_realloc_growth_takes_from_huge_cache(void **state)
     default_delay_again();
 }
 
+/* Growth takes cached memory back by the amount grown, not a whole
+ * mapping each time it has grown as much as one: 12 MiB of pool blocks
+ * (some in slots the pool had already) cut a cached 24 MiB mapping by
+ * 8 to 16 MiB - before, nothing went until 24 MiB had grown, and the
+ * mapping held the rest of the cache behind it - and what is left of it
+ * still serves a block of its size. */
+static void test_growth_cuts_a_big_cached_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    alloc_collect(true);
+    char *big = alloc_malloc(3 * YIELD_HUGE), *small = alloc_malloc(YIELD_HUGE / 2);
+    assert_non_null(big);
+    assert_non_null(small);
+    memset(big, 1, 3 * YIELD_HUGE);
+    memset(small, 2, YIELD_HUGE / 2);
+    alloc_free(big);            /* into this thread's huge slot */
+    alloc_free(small);          /* and big on to the shared cache */
+    size_t cached0 = huge_cached_bytes();
+    static char *blocks[YIELD_BLOCKS / 2];
+    for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
+        blocks[i] = alloc_malloc(4000);
+        assert_non_null(blocks[i]);
+        memset(blocks[i], (int)(i & 0xff), 4000);
+    }
+    size_t cached1 = huge_cached_bytes();
+    print_message("huge cache while the pool grew 12 MiB: %zu -> %zu KiB\n", cached0 >> 10,
+                  cached1 >> 10);
+    assert_true(cached1 + YIELD_HUGE <= cached0);
+    assert_true(cached1 + 2 * YIELD_HUGE >= cached0);   /* not the whole mapping */
+    size_t mapped = mapped_bytes();
+    char *again = alloc_malloc(YIELD_HUGE);     /* fits what is left of big, not small */
+    assert_non_null(again);
+    memset(again, 3, YIELD_HUGE);
+    assert_true(mapped_bytes() <= mapped);
+    for (size_t j = 0; j < YIELD_HUGE; j += 4093)
+        assert_int_equal(again[j], 3);
+    alloc_free(again);
+    for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
+        for (size_t j = 0; j < 4000; j += 997)
+            assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+    default_delay_again();
+}
+
 static void test_idle_thread_huge_slot_purged(void **state)
 {
     (void)state;
@@ -1032,6 +1078,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
         cmocka_unit_test(test_realloc_growth_takes_from_huge_cache),
+        cmocka_unit_test(test_growth_cuts_a_big_cached_mapping),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

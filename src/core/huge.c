@@ -13,7 +13,8 @@
 #include "../os/os.h"
 
 #define HUGE_CACHE 128                          /* mappings kept for reuse, */
-#define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first */
+#define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first, */
+#define HUGE_CACHE_FLOOR ((size_t)32 << 20)     /* or beyond the live blocks' */
 #define HUGE_HEADER 64          /* room for the header before the block */
 /* Beyond this, a freed mapping goes back at once until the program has
  * shown it reuses such a size (below). */
@@ -124,21 +125,32 @@ static unsigned oldest_cached(void)
     return oldest;
 }
 
-/* Give back cached mappings, oldest first, until at least `bytes` have
- * gone or none is left (cache_lock held; the caller releases `out`). */
-static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
+/* Cached memory, oldest first, `bytes` of it or all there is (cache_lock
+ * held): whole mappings, and the tail of the last where it holds more
+ * than is left to take - its head keeps its aligned base, its age and
+ * its place in the cache.  Sizes are whole slots, so every piece is.
+ * The caller gives them back to the OS. */
+static void take_pieces(size_t bytes, cached_map_t *out, unsigned *n)
 {
-    for (size_t freed = 0; cached != 0 && freed < bytes;) {
+    while (bytes != 0 && cached != 0) {
         unsigned i = oldest_cached();
-        freed += cache[i].size;
-        take_out(i, out, n);
+        if (cache[i].size <= bytes) {
+            bytes -= cache[i].size;
+            take_out(i, out, n);
+            continue;
+        }
+        cache[i].size -= bytes;
+        out[(*n)++] = (cached_map_t){ cache[i].base + cache[i].size, bytes, 0 };
+        add(&cached_bytes, -bytes, NULL);
+        shoal_commit_uncharge(bytes);
+        bytes = 0;
     }
 }
 
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it, or NULL.  Counts the request, and the
- * block as live if it found one.  On a miss, cached mappings as large
- * as the new one go back to the OS, oldest first: memory that
+ * block as live if it found one.  On a miss, as much cached memory as
+ * the new mapping needs goes back to the OS, oldest first: memory that
  * sat in the cache in sizes that did not fit does not stay resident
  * beside the new mapping until the purge delay (the process grows by
  * what it uses, as it would with no cache). */
@@ -164,7 +176,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         add(&cached_bytes, -*size, NULL);
         count_live(1, *size);
     } else {
-        evict_oldest(need, out, &n_out);
+        take_pieces(need, out, &n_out);
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
@@ -173,7 +185,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
 }
 
 /* Bytes the pool made resident afresh, while the cache held mappings,
- * that no mapping has gone back for yet (cache_lock). */
+ * that no cached memory has gone back for yet (cache_lock). */
 static size_t pool_grown;
 
 void shoal_huge_cache_yield(size_t bytes)
@@ -183,17 +195,16 @@ void shoal_huge_cache_yield(size_t bytes)
     cached_map_t out[HUGE_CACHE];
     unsigned n = 0;
     shoal_lock(&cache_lock);
-    /* A mapping goes once the growth it answers for reaches its size:
-     * the pool taking 256 KiB does not cost a 40 MiB mapping its reuse,
-     * and the process holds at most one mapping's worth more than it
-     * would with no cache. */
+    /* As much cached memory goes back, oldest first, a large block's
+     * worth at a time (one munmap, not one a slot): the process holds at
+     * most that much more than it would with no cache.  Only as much: the
+     * rest of a mapping cut short stays cached, so the pool taking 2 MiB
+     * does not cost a 40 MiB mapping all its memory (its next block of
+     * that size maps anew; one a little smaller still takes it). */
     pool_grown += bytes;
-    while (cached != 0) {
-        unsigned i = oldest_cached();
-        if (pool_grown < cache[i].size)
-            break;
-        pool_grown -= cache[i].size;
-        take_out(i, out, &n);
+    if (pool_grown >= SHOAL_LARGE_MAX) {
+        take_pieces(pool_grown, out, &n);
+        pool_grown = 0;
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
@@ -353,6 +364,22 @@ static void unlink_block(shoal_huge_t *h)
     h->user = NULL;
 }
 
+/* The bytes the cache may hold (cache_lock): as many as the huge blocks
+ * still live, and at least HUGE_CACHE_FLOOR.  A server that cycles
+ * buffers keeps as many as it has in use; a program that ends a phase
+ * and frees its big blocks all at once keeps the last 32 MiB of them,
+ * not all: what the next phase does not reuse would stay resident,
+ * beside whatever it makes resident (a database backend's sort, whose
+ * 85 MiB then waited while the next query read 45 MiB of shared
+ * buffers), until the purge delay - or, in a program that sleeps or no
+ * longer calls the allocator's slow paths, until it wakes.  glibc gives
+ * each back at free, as jemalloc does every block above 8 MiB. */
+static size_t budget(void)
+{
+    size_t b = get(&live_bytes);
+    return b < HUGE_CACHE_FLOOR ? HUGE_CACHE_FLOOR : b > HUGE_CACHE_BYTES ? HUGE_CACHE_BYTES : b;
+}
+
 /* A freed block's mapping: into the cache, or unmapped. */
 static void retire(char *base, size_t size)
 {
@@ -366,8 +393,7 @@ static void retire(char *base, size_t size)
         /* Full, or over the byte budget: the oldest go (one mapping is
          * always kept, so a cycle of the same size never maps, whatever
          * its size). */
-        while (cached == HUGE_CACHE ||
-               (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES))
+        while (cached == HUGE_CACHE || (cached != 0 && get(&cached_bytes) + size > budget()))
             take_out(oldest_cached(), evicted, &n_evicted);
         if (cached == 0)
             pool_grown = 0;     /* growth while it was empty is owed by nothing */

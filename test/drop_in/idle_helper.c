@@ -1,16 +1,27 @@
 /* idle_helper.c - memory goes back while a server idles, even when its
- * only other thread never allocates (redis's helper threads, say).
+ * only other thread never allocates (redis's helper threads, say), and
+ * when it has no other thread at all but holds much memory (a
+ * PostgreSQL backend between queries).
  *
- * The main thread starts a helper that blocks in read(2) and never calls
- * the allocator, so shoal has one heap; it then allocates 96 MiB of
- * 1 KiB blocks, writes them, frees them all, and makes no allocator call
- * again: it polls its RSS (open/read, no stdio) until the purger has
- * given the memory back, and fails if that takes more than 20 s
- * (SHOAL_PURGE_DELAY_MS=100 is set by ctest; with PURGE_THREAD=auto the
- * purger may start because the process has a second thread).  Under
- * ThreadSanitizer, whose shadow memory stays resident, it watches shoal's
- * committed bytes (in use, or free and not yet purged) instead.
+ *   idle_helper [helper|single|small]
+ *
+ * helper (the default): the main thread starts a helper that blocks in
+ * read(2) and never calls the allocator, so shoal has one heap; it then
+ * allocates 96 MiB of 1 KiB blocks, writes them, frees them all, and
+ * makes no allocator call again: it polls its RSS (open/read, no stdio)
+ * until the purger has given the memory back, and fails if that takes
+ * more than 20 s (SHOAL_PURGE_DELAY_MS=100 is set by ctest; with
+ * PURGE_THREAD=auto the purger may start because the process has a
+ * second thread).  single: the same with no helper: a single-threaded
+ * process that holds 32 MiB or more gets a purger too.  small: no
+ * helper, 8 MiB made and freed, then four delays idle: a process that
+ * holds less stays single-threaded (it may want unshare(CLONE_NEWUSER),
+ * which the kernel allows only there; not checked under ThreadSanitizer,
+ * whose own thread is always there).  Under ThreadSanitizer, whose
+ * shadow memory stays resident, it watches shoal's committed bytes (in
+ * use, or free and not yet purged) instead of the RSS.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -41,23 +52,82 @@ static void *helper(void *arg)
     return NULL;
 }
 
-int main(void)
+/* The process's threads, from /proc/self/status. */
+static long threads(void)
 {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        die("cannot read /proc/self/status");
+    buf[n] = 0;
+    const char *t = strstr(buf, "Threads:");
+    return t == NULL ? -1 : strtol(t + 8, NULL, 10);
+}
+
+/* Made, written and freed: n blocks of BLOCK bytes, their pointers
+ * outside shoal, so the count of its calls is ours. */
+static void work(int n)
+{
+    char **b = mmap(NULL, (size_t)n * sizeof *b, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED)
+        die("mmap failed");
+    for (int i = 0; i < n; i++) {
+        if ((b[i] = alloc_malloc(BLOCK)) == NULL)
+            die("out of memory");
+        memset(b[i], i & 0xff, BLOCK);
+    }
+    for (int i = 0; i < n; i++) {
+        if ((unsigned char)b[i][BLOCK - 1] != (i & 0xff))
+            die("block %d damaged", i);
+        alloc_free(b[i]);
+    }
+    munmap(b, (size_t)n * sizeof *b);
+}
+
+static void small_mode(void)
+{
+    work(8 * 1024);
+    struct timespec idle = { 0, 400 * 1000000L };
+    nanosleep(&idle, NULL);
+    alloc_free(alloc_malloc(3000));     /* a slow path, where a purger would start */
+    nanosleep(&idle, NULL);
+#ifndef DROP_IN_TSAN
+    if (threads() != 1)
+        die("a single-threaded program that held 8 MiB has %ld threads: shoal started one",
+            threads());
+#endif
+    printf("idle_helper small: ok: %ld thread(s) after 8 MiB made, freed and idle\n", threads());
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "helper";
+    if (strcmp(mode, "small") == 0) {
+        small_mode();
+        return 0;
+    }
+    bool helped = strcmp(mode, "helper") == 0;
+    if (!helped && strcmp(mode, "single") != 0)
+        die("usage: idle_helper [helper|single|small]");
     pthread_t t;
-    if (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0)
+    if (helped && (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0))
         die("pipe or pthread_create failed");
-    /* The pointers live outside shoal, so the count of its calls is ours. */
+    size_t before = resident();
+    size_t full = before;
     char **b = mmap(NULL, BLOCKS * sizeof *b, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED)
         die("mmap failed");
-    size_t before = resident();
     for (int i = 0; i < BLOCKS; i++) {
         if ((b[i] = alloc_malloc(BLOCK)) == NULL)
             die("out of memory");
         memset(b[i], i & 0xff, BLOCK);
     }
-    size_t full = resident();
+    full = resident();
     for (int i = 0; i < BLOCKS; i++) {
         if ((unsigned char)b[i][BLOCK - 1] != (i & 0xff))
             die("block %d damaged", i);
@@ -71,12 +141,12 @@ int main(void)
         now = resident();
     }
     if (now > before + (full - before) / 4)
-        die("memory %zu MiB after freeing everything and idling 20 s (%zu MiB before the "
-            "blocks, %zu MiB with them): the memory did not go back", now >> 20, before >> 20,
-            full >> 20);
-    printf("idle_helper: ok: memory %zu MiB -> %zu MiB -> %zu MiB while idle\n", before >> 20,
-           full >> 20, now >> 20);
-    if (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0)
+        die("%s: memory %zu MiB after freeing everything and idling 20 s (%zu MiB before the "
+            "blocks, %zu MiB with them): the memory did not go back", mode, now >> 20,
+            before >> 20, full >> 20);
+    printf("idle_helper %s: ok: memory %zu MiB -> %zu MiB -> %zu MiB while idle, %ld threads\n",
+           mode, before >> 20, full >> 20, now >> 20, threads());
+    if (helped && (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0))
         die("stopping the helper failed");
     return 0;
 }

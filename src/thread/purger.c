@@ -8,7 +8,8 @@
  * allocation slow path, where starting a thread is safe), only when
  * PURGE_DELAY_MS > 0 and, with PURGE_THREAD=auto, only once the process
  * has a second thread or holds 32 MiB (see wanted()).  It leaves when it is the last
- * thread of the process.  It sleeps on a futex while nothing is pending (waking once a
+ * thread of the process, and, where only a single-threaded process's
+ * memory called for it, when nothing is left to purge.  It sleeps on a futex while nothing is pending (waking once a
  * second to look for that) and runs a pass every PURGE_DELAY_MS while
  * something is.  All signals are blocked in it, so signals meant for
  * the program (the statistics dump included) go to the program's own
@@ -115,13 +116,26 @@ static bool sleep_delay(long delay)
     }
 }
 
+/* A purger that only a single-threaded process's memory called for
+ * (wanted()): with nothing left to purge, it leaves, and the process is
+ * single-threaded again - for an unshare(CLONE_NEWUSER), or a fork that
+ * warns when other threads are there (CPython 3.12's) - until its next
+ * slow path finds memory to purge. */
+static bool only_for_one(void)
+{
+    return shoal_opt(ALLOC_OPTION_PURGE_THREAD) == -1 && shoal_heap_created() < 2 &&
+           shoal_os_threads() == 2;
+}
+
 static void *purger_main(void *arg)
 {
     (void)arg;
     shoal_purge_set_background(true);
     for (;;) {
         uint32_t seq = atomic_load_explicit(&work_seq, memory_order_acquire);
-        if (alone_soon()) {
+        long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+        bool idle = delay <= 0 || !shoal_purge_pending();
+        if (alone_soon() || (idle && only_for_one())) {
             /* Leave; a slow path that finds work starts a purger again. */
             shoal_remote_stealer_set(false);
             shoal_purge_set_background(false);
@@ -133,8 +147,7 @@ static void *purger_main(void *arg)
         }
         if (shoal_remote_stealer_runs())
             shoal_heap_send_idle_outboxes();
-        long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
-        if (delay <= 0 || !shoal_purge_pending()) {
+        if (idle) {
             /* Returns at once if work arrived since we read seq, and after
              * a second anyway, to see whether the program is still there:
              * one wake-up a second is all an idle process pays. */

@@ -13,7 +13,8 @@
  * more than 20 s (SHOAL_PURGE_DELAY_MS=100 is set by ctest; with
  * PURGE_THREAD=auto the purger may start because the process has a
  * second thread).  single: the same with no helper: a single-threaded
- * process that holds 32 MiB or more gets a purger too.  small: no
+ * process that holds 32 MiB or more gets a purger too, which leaves once
+ * nothing is left to purge (one thread again).  small: no
  * helper, 8 MiB made and freed, then four delays idle: a process that
  * holds less stays single-threaded (it may want unshare(CLONE_NEWUSER),
  * which the kernel allows only there; not checked under ThreadSanitizer,
@@ -144,6 +145,14 @@ int main(int argc, char **argv)
         die("%s: memory %zu MiB after freeing everything and idling 20 s (%zu MiB before the "
             "blocks, %zu MiB with them): the memory did not go back", mode, now >> 20,
             before >> 20, full >> 20);
+#ifndef DROP_IN_TSAN
+    /* Alone, the purger leaves once nothing is left to purge. */
+    for (int i = 0; i < 400 && !helped && threads() != 1; i++)
+        nanosleep(&tick, NULL);
+    if (!helped && threads() != 1)
+        die("single: %ld threads 20 s after the memory went back: the purger stayed",
+            threads());
+#endif
     printf("idle_helper %s: ok: memory %zu MiB -> %zu MiB -> %zu MiB while idle, %ld threads\n",
            mode, before >> 20, full >> 20, now >> 20, threads());
     if (helped && (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0))

@@ -1325,9 +1325,9 @@ static void test_huge_reuse_trims(void **state)
  * the newest as the rest goes; once all are freed, the newest 32 MiB
  * of them stay (beside the one in this thread's slot), and the next
  * burst maps only the others anew.  A
- * request that no cached mapping fits sends as much cached memory back
- * to the OS, oldest first, before it maps its own: the process does not
- * hold both. */
+ * request that no cached mapping fits sends cached mappings back to the
+ * OS, oldest first, until as many bytes as its own have gone, before it
+ * maps its own: the process does not hold both. */
 static void test_huge_cache_burst(void **state)
 {
     (void)state;
@@ -1363,7 +1363,7 @@ static void test_huge_cache_burst(void **state)
     fill_pat(big, 24 * MiB, 99);
     alloc_stats_t st = stats();
     assert_true(st.huge_cached_bytes + 24 * MiB <= full.huge_cached_bytes);
-    assert_true(st.huge_cached_bytes + 25 * MiB >= full.huge_cached_bytes);    /* no more */
+    assert_true(st.huge_cached_bytes + 28 * MiB >= full.huge_cached_bytes);    /* no more */
     assert_true(st.mapped <= full.mapped + 64 * KiB);
     assert_pattern(big, 24 * MiB, 99);
     alloc_free(big);

@@ -257,24 +257,26 @@ static void test_realloc_growth_takes_from_huge_cache(void **state)
     default_delay_again();
 }
 
-/* Growth takes cached memory back by the amount grown, not a whole
- * mapping each time it has grown as much as one: 12 MiB of pool blocks
- * (some in slots the pool had already) cut a cached 24 MiB mapping by
- * 8 to 16 MiB - before, nothing went until 24 MiB had grown, and the
- * mapping held the rest of the cache behind it - and what is left of it
- * still serves a block of its size. */
-static void test_growth_cuts_a_big_cached_mapping(void **state)
+/* Growth takes back the oldest cached mapping it has grown as much as:
+ * a 16 MiB mapping freed before an 8 MiB one does not keep the 8 MiB
+ * one resident until 16 MiB have grown (before, only the oldest of all
+ * could go), and stays itself for a block of its size. */
+static void test_growth_passes_a_big_cached_mapping(void **state)
 {
     (void)state;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
     alloc_collect(true);
-    char *big = alloc_malloc(3 * YIELD_HUGE), *small = alloc_malloc(YIELD_HUGE / 2);
+    char *big = alloc_malloc(2 * YIELD_HUGE), *mid = alloc_malloc(YIELD_HUGE),
+         *small = alloc_malloc(YIELD_HUGE / 2);
     assert_non_null(big);
+    assert_non_null(mid);
     assert_non_null(small);
-    memset(big, 1, 3 * YIELD_HUGE);
-    memset(small, 2, YIELD_HUGE / 2);
+    memset(big, 1, 2 * YIELD_HUGE);
+    memset(mid, 2, YIELD_HUGE);
+    memset(small, 3, YIELD_HUGE / 2);
     alloc_free(big);            /* into this thread's huge slot */
-    alloc_free(small);          /* and big on to the shared cache */
+    alloc_free(mid);            /* big on to the shared cache */
+    alloc_free(small);          /* mid after it */
     size_t cached0 = huge_cached_bytes();
     static char *blocks[YIELD_BLOCKS / 2];
     for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
@@ -285,15 +287,15 @@ static void test_growth_cuts_a_big_cached_mapping(void **state)
     size_t cached1 = huge_cached_bytes();
     print_message("huge cache while the pool grew 12 MiB: %zu -> %zu KiB\n", cached0 >> 10,
                   cached1 >> 10);
-    assert_true(cached1 + YIELD_HUGE <= cached0);
-    assert_true(cached1 + 2 * YIELD_HUGE >= cached0);   /* not the whole mapping */
+    assert_true(cached1 + YIELD_HUGE <= cached0);       /* mid went */
+    assert_true(cached1 + 2 * YIELD_HUGE > cached0);    /* big did not */
     size_t mapped = mapped_bytes();
-    char *again = alloc_malloc(YIELD_HUGE);     /* fits what is left of big, not small */
+    char *again = alloc_malloc(2 * YIELD_HUGE - (1u << 20));    /* big serves it */
     assert_non_null(again);
-    memset(again, 3, YIELD_HUGE);
+    memset(again, 4, 2 * YIELD_HUGE - (1u << 20));
     assert_true(mapped_bytes() <= mapped);
-    for (size_t j = 0; j < YIELD_HUGE; j += 4093)
-        assert_int_equal(again[j], 3);
+    for (size_t j = 0; j < 2 * YIELD_HUGE - (1u << 20); j += 4093)
+        assert_int_equal(again[j], 4);
     alloc_free(again);
     for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
         for (size_t j = 0; j < 4000; j += 997)
@@ -1078,7 +1080,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
         cmocka_unit_test(test_realloc_growth_takes_from_huge_cache),
-        cmocka_unit_test(test_growth_cuts_a_big_cached_mapping),
+        cmocka_unit_test(test_growth_passes_a_big_cached_mapping),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

@@ -125,32 +125,32 @@ static unsigned oldest_cached(void)
     return oldest;
 }
 
-/* Cached memory, oldest first, `bytes` of it or all there is (cache_lock
- * held): whole mappings, and the tail of the last where it holds more
- * than is left to take - its head keeps its aligned base, its age and
- * its place in the cache.  Sizes are whole slots, so every piece is.
- * The caller gives them back to the OS. */
-static void take_pieces(size_t bytes, cached_map_t *out, unsigned *n)
+/* Give back cached mappings, oldest first, until at least `bytes` have
+ * gone or none is left (cache_lock held; the caller releases `out`). */
+static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
 {
-    while (bytes != 0 && cached != 0) {
+    for (size_t freed = 0; cached != 0 && freed < bytes;) {
         unsigned i = oldest_cached();
-        if (cache[i].size <= bytes) {
-            bytes -= cache[i].size;
-            take_out(i, out, n);
-            continue;
-        }
-        cache[i].size -= bytes;
-        out[(*n)++] = (cached_map_t){ cache[i].base + cache[i].size, bytes, 0 };
-        add(&cached_bytes, -bytes, NULL);
-        shoal_commit_uncharge(bytes);
-        bytes = 0;
+        freed += cache[i].size;
+        take_out(i, out, n);
     }
+}
+
+/* The cached mapping freed longest ago of those at most `bytes` large,
+ * or -1 (cache_lock held). */
+static int oldest_within(size_t bytes)
+{
+    int oldest = -1;
+    for (unsigned i = 0; i < cached; i++)
+        if (cache[i].size <= bytes && (oldest < 0 || cache[i].freed_ms < cache[oldest].freed_ms))
+            oldest = (int)i;
+    return oldest;
 }
 
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it, or NULL.  Counts the request, and the
- * block as live if it found one.  On a miss, as much cached memory as
- * the new mapping needs goes back to the OS, oldest first: memory that
+ * block as live if it found one.  On a miss, cached mappings go back to
+ * the OS, oldest first, until as many bytes as the new one's have: memory that
  * sat in the cache in sizes that did not fit does not stay resident
  * beside the new mapping until the purge delay (the process grows by
  * what it uses, as it would with no cache). */
@@ -176,7 +176,7 @@ static char *cache_take(size_t need, size_t align, size_t *size)
         add(&cached_bytes, -*size, NULL);
         count_live(1, *size);
     } else {
-        take_pieces(need, out, &n_out);
+        evict_oldest(need, out, &n_out);
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);
@@ -195,16 +195,17 @@ void shoal_huge_cache_yield(size_t bytes)
     cached_map_t out[HUGE_CACHE];
     unsigned n = 0;
     shoal_lock(&cache_lock);
-    /* As much cached memory goes back, oldest first, a large block's
-     * worth at a time (one munmap, not one a slot): the process holds at
-     * most that much more than it would with no cache.  Only as much: the
-     * rest of a mapping cut short stays cached, so the pool taking 2 MiB
-     * does not cost a 40 MiB mapping all its memory (its next block of
-     * that size maps anew; one a little smaller still takes it). */
+    /* A mapping goes once the growth it answers for reaches its size:
+     * the pool taking 256 KiB does not cost a 40 MiB mapping its reuse,
+     * and the process holds at most one mapping's worth more than it
+     * would with no cache.  The oldest of those the growth covers: a
+     * bigger one freed before them (a sort's 24 MiB array before its
+     * 8 MiB buffers) does not keep them resident until its own size
+     * has grown. */
     pool_grown += bytes;
-    if (pool_grown >= SHOAL_LARGE_MAX) {
-        take_pieces(pool_grown, out, &n);
-        pool_grown = 0;
+    for (int i; (i = oldest_within(pool_grown)) >= 0;) {
+        pool_grown -= cache[i].size;
+        take_out((unsigned)i, out, &n);
     }
     set(&cached_maps, cached, NULL);
     shoal_unlock(&cache_lock);

@@ -93,10 +93,10 @@ shoal_huge_t *shoal_huge_of(const void *p, enum shoal_chunk_kind k);
 void shoal_huge_free(shoal_huge_t *h);
 
 /* The pool made `bytes` resident afresh (or a huge block grew by them):
- * the shared cache gives back as much of its oldest memory, 2 MiB at a
- * time, so memory a program freed in big blocks and now uses in small
- * ones is not held twice until the purge delay (a sort's buffers, then
- * a hash table). */
+ * the shared cache gives back its oldest mapping of those that growth
+ * has reached the size of, so memory a program freed in big blocks and
+ * now uses in small ones is not held twice until the purge delay (a
+ * sort's buffers, then a hash table). */
 void shoal_huge_cache_yield(size_t bytes);
 
 /* Heap profiling sampled the live block h, or forgets it before its

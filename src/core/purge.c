@@ -64,7 +64,8 @@ static void mark_pending(void)
 {
     if (atomic_load_explicit(&pending, memory_order_relaxed))
         return;                 /* no write, so frees do not fight over the line */
-    if (!atomic_exchange_explicit(&pending, true, memory_order_relaxed)) {
+    /* Seq cst: the purger's leave_idle (thread/purger.c) relies on it. */
+    if (!atomic_exchange_explicit(&pending, true, memory_order_seq_cst)) {
         void (*wake)(void) = atomic_load_explicit(&waker, memory_order_acquire);
         if (wake != NULL)
             wake();

@@ -58,7 +58,7 @@ static void child(void)
     if (locked)
         release();
     shoal_heap_fork_child(locked);
-    shoal_purger_fork_child();
+    shoal_purger_fork_child(locked);
 }
 
 void shoal_fork_init(void)

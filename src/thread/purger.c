@@ -127,23 +127,58 @@ static bool only_for_one(void)
            shoal_os_threads() == 2;
 }
 
+/* The purger stops being one: a slow path that finds work starts
+ * another. */
+static void leave(void)
+{
+    shoal_remote_stealer_set(false);
+    shoal_purge_set_background(false);
+    /* Release: a slow path that starts the next purger after reading
+     * NONE (its CAS acquires) finds this one's last pass done. */
+    atomic_store_explicit(&state, PURGER_NONE, memory_order_release);
+}
+
+/* Leave, where only a lone thread's memory called for this purger and
+ * nothing is left to purge - unless work came in meanwhile: true if it
+ * left.  The free that makes work pending (mark_pending's exchange, seq
+ * cst) and then looks for a purger to start (shoal_purger_start's load
+ * of `state`, seq cst) against this store of NONE, fence and look at
+ * the work: one of the two sees the other's write.  Either this purger
+ * sees the work and stays (unless another started meanwhile, whose CAS
+ * won), or the free sees no purger and starts one.  Without this look,
+ * a free between the purger's last look and its leaving woke nobody and
+ * started nobody, and a single-threaded server that then idled kept that
+ * memory until its next request. */
+static bool leave_idle(void)
+{
+    leave();
+    atomic_thread_fence(memory_order_seq_cst);
+    int none = PURGER_NONE;
+    if (!shoal_purge_pending() ||
+        !atomic_compare_exchange_strong_explicit(&state, &none, PURGER_RUNNING,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return true;
+    shoal_purge_set_background(true);
+    shoal_remote_stealer_set(shoal_os_barrier_register());
+    return false;
+}
+
 static void *purger_main(void *arg)
 {
     (void)arg;
     shoal_purge_set_background(true);
     for (;;) {
         uint32_t seq = atomic_load_explicit(&work_seq, memory_order_acquire);
+        if (alone_soon()) {
+            leave();
+            return NULL;
+        }
         long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
         bool idle = delay <= 0 || !shoal_purge_pending();
-        if (alone_soon() || (idle && only_for_one())) {
-            /* Leave; a slow path that finds work starts a purger again. */
-            shoal_remote_stealer_set(false);
-            shoal_purge_set_background(false);
-            /* Release: a slow path that starts the next purger after
-             * reading NONE (its CAS acquires) finds this one's last
-             * pass done. */
-            atomic_store_explicit(&state, PURGER_NONE, memory_order_release);
-            return NULL;
+        if (idle && only_for_one()) {
+            if (leave_idle())
+                return NULL;
+            continue;
         }
         if (shoal_remote_stealer_runs())
             shoal_heap_send_idle_outboxes();
@@ -179,6 +214,17 @@ static __thread uint8_t tl_single_skip __attribute__((tls_model("initial-exec"))
  * while memory awaits purging. */
 #define PURGER_SINGLE_MIN ((size_t)32 << 20)
 
+/* Set in a fork child of a process that had other threads: POSIX leaves
+ * a thread started there undefined (glibc copes; ThreadSanitizer kills
+ * the process), so only the program's own second thread starts one. */
+static bool forked_from_threads;
+
+/* Whether the process holds enough for the purger on that count alone. */
+static bool holds_much(void)
+{
+    return !forked_from_threads && shoal_commit_charged() >= PURGER_SINGLE_MIN;
+}
+
 static bool wanted(void)
 {
     /* Relaxed: a time; the start itself is the CAS on state. */
@@ -186,7 +232,7 @@ static bool wanted(void)
     long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);
     if (mode != -1)
         return mode == 1;
-    if (shoal_heap_created() >= 2 || shoal_commit_charged() >= PURGER_SINGLE_MIN)
+    if (shoal_heap_created() >= 2 || holds_much())
         return true;
     /* Not even the clock but once in 64 calls of a thread. */
     tl_single_skip = 63;
@@ -202,12 +248,13 @@ static bool wanted(void)
 void shoal_purger_start(void)
 {
     int none = PURGER_NONE;
-    if (atomic_load_explicit(&state, memory_order_relaxed) != PURGER_NONE)
+    /* Seq cst: leave_idle's argument. */
+    if (atomic_load_explicit(&state, memory_order_seq_cst) != PURGER_NONE)
         return;
     if (tl_single_skip != 0) {
         /* (The memory wanted() looks at grows without this thread
          * calling: the rest of its look waits, that does not.) */
-        if (shoal_commit_charged() < PURGER_SINGLE_MIN) {
+        if (!holds_much()) {
             tl_single_skip--;
             return;
         }
@@ -290,8 +337,9 @@ bool shoal_purger_running(void)
     return atomic_load_explicit(&state, memory_order_relaxed) == PURGER_RUNNING;
 }
 
-void shoal_purger_fork_child(void)
+void shoal_purger_fork_child(bool threaded)
 {
+    forked_from_threads |= threaded;
     /* The thread did not come with the fork; start another when needed. */
     atomic_store_explicit(&state, PURGER_NONE, memory_order_relaxed);    /* one thread here */
     shoal_remote_stealer_set(false);

@@ -26,7 +26,8 @@ void shoal_purger_thread_exiting(void);
  * threads that never frees a block a program allocated. */
 bool shoal_purger_running(void);
 
-/* In a fork child: the purger thread did not come along. */
-void shoal_purger_fork_child(void);
+/* In a fork child: the purger thread did not come along; `threaded`:
+ * the parent had other threads than the forking one. */
+void shoal_purger_fork_child(bool threaded);
 
 #endif

@@ -3,7 +3,7 @@
  * when it has no other thread at all but holds much memory (a
  * PostgreSQL backend between queries).
  *
- *   idle_helper [helper|single|small]
+ *   idle_helper [helper|single|small|fork]
  *
  * helper (the default): the main thread starts a helper that blocks in
  * read(2) and never calls the allocator, so shoal has one heap; it then
@@ -18,13 +18,18 @@
  * helper, 8 MiB made and freed, then four delays idle: a process that
  * holds less stays single-threaded (it may want unshare(CLONE_NEWUSER),
  * which the kernel allows only there; not checked under ThreadSanitizer,
- * whose own thread is always there).  Under ThreadSanitizer, whose
+ * whose own thread is always there).  fork: a process with a helper
+ * thread and 48 MiB forks, and the child frees it all: the child starts
+ * no purger, for POSIX leaves a thread started in the child of a
+ * multi-threaded process undefined (not run under ThreadSanitizer, which
+ * would kill the child for it).  Under ThreadSanitizer, whose
  * shadow memory stays resident, it watches shoal's committed bytes (in
  * use, or free and not yet purged) instead of the RSS.
  */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include "drop_in.h"
 
@@ -92,6 +97,12 @@ static void work(int n)
 static void small_mode(void)
 {
     work(8 * 1024);
+#ifndef DROP_IN_TSAN
+    /* The frees, with memory to purge, are where a purger would start. */
+    if (threads() != 1)
+        die("a single-threaded program that freed 8 MiB has %ld threads: shoal started one",
+            threads());
+#endif
     struct timespec idle = { 0, 400 * 1000000L };
     nanosleep(&idle, NULL);
     alloc_free(alloc_malloc(3000));     /* a slow path, where a purger would start */
@@ -104,6 +115,50 @@ static void small_mode(void)
     printf("idle_helper small: ok: %ld thread(s) after 8 MiB made, freed and idle\n", threads());
 }
 
+#ifndef DROP_IN_TSAN
+/* A fork child of a process with other threads frees 48 MiB: it starts
+ * no purger (POSIX leaves a thread started there undefined). */
+static void fork_mode(void)
+{
+    pthread_t t;
+    if (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0)
+        die("pipe or pthread_create failed");
+    enum { N = 48 };
+    char *b[N];
+    for (int i = 0; i < N; i++) {
+        if ((b[i] = alloc_malloc(1 << 20)) == NULL)
+            die("out of memory");
+        memset(b[i], i, 1 << 20);
+    }
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed");
+    if (pid == 0) {
+        /* Looked at right after the calls that would start a purger: one
+         * stays at least a delay, while what they freed waits. */
+        for (int i = 0; i < N; i++)
+            alloc_free(b[i]);
+        long n = threads();
+        struct timespec idle = { 0, 400 * 1000000L };
+        nanosleep(&idle, NULL);
+        alloc_free(alloc_malloc(3000));
+        if (n == 1)
+            n = threads();
+        if (n != 1)
+            fprintf(stderr, "FAIL: the fork child of a threaded process has %ld threads\n", n);
+        _exit(n == 1 ? 0 : 1);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        die("fork: the child started a thread, or failed");
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+    if (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0)
+        die("stopping the helper failed");
+    printf("idle_helper fork: ok: the child of a threaded process stayed single-threaded\n");
+}
+#endif
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "helper";
@@ -111,9 +166,15 @@ int main(int argc, char **argv)
         small_mode();
         return 0;
     }
+    if (strcmp(mode, "fork") == 0) {
+#ifndef DROP_IN_TSAN
+        fork_mode();
+#endif
+        return 0;
+    }
     bool helped = strcmp(mode, "helper") == 0;
     if (!helped && strcmp(mode, "single") != 0)
-        die("usage: idle_helper [helper|single|small]");
+        die("usage: idle_helper [helper|single|small|fork]");
     pthread_t t;
     if (helped && (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0))
         die("pipe or pthread_create failed");

@@ -213,25 +213,37 @@ static void default_delay_again(void)
     alloc_collect(true);
 }
 
+/* The pool grows by n blocks of 4000 B, each filled with its index. */
+static void grow_pool(char **blocks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        blocks[i] = alloc_malloc(4000);
+        assert_non_null(blocks[i]);
+        memset(blocks[i], (int)(i & 0xff), 4000);
+    }
+}
+
+/* grow_pool's blocks checked and freed. */
+static void free_pool_blocks(char **blocks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < 4000; j += 997)
+            assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
+        alloc_free(blocks[i]);
+    }
+}
+
 static void test_pool_growth_takes_from_huge_cache(void **state)
 {
     (void)state;
     size_t cached0 = cache_one_mapping();
     static char *blocks[YIELD_BLOCKS];
-    for (size_t i = 0; i < YIELD_BLOCKS; i++) {
-        blocks[i] = alloc_malloc(4000);
-        assert_non_null(blocks[i]);
-        memset(blocks[i], (int)(i & 0xff), 4000);
-    }
+    grow_pool(blocks, YIELD_BLOCKS);
     size_t cached1 = huge_cached_bytes();
     print_message("huge cache while the pool grew 24 MiB: %zu -> %zu MiB\n", cached0 >> 20,
                   cached1 >> 20);
     assert_true(cached1 + YIELD_HUGE <= cached0);
-    for (size_t i = 0; i < YIELD_BLOCKS; i++) {
-        for (size_t j = 0; j < 4000; j += 997)
-            assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
-        alloc_free(blocks[i]);
-    }
+    free_pool_blocks(blocks, YIELD_BLOCKS);
     default_delay_again();
 }
 
@@ -279,11 +291,7 @@ static void test_growth_passes_a_big_cached_mapping(void **state)
     alloc_free(small);          /* mid after it */
     size_t cached0 = huge_cached_bytes();
     static char *blocks[YIELD_BLOCKS / 2];
-    for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
-        blocks[i] = alloc_malloc(4000);
-        assert_non_null(blocks[i]);
-        memset(blocks[i], (int)(i & 0xff), 4000);
-    }
+    grow_pool(blocks, YIELD_BLOCKS / 2);
     size_t cached1 = huge_cached_bytes();
     print_message("huge cache while the pool grew 12 MiB: %zu -> %zu KiB\n", cached0 >> 10,
                   cached1 >> 10);
@@ -297,11 +305,7 @@ static void test_growth_passes_a_big_cached_mapping(void **state)
     for (size_t j = 0; j < 2 * YIELD_HUGE - (1u << 20); j += 4093)
         assert_int_equal(again[j], 4);
     alloc_free(again);
-    for (size_t i = 0; i < YIELD_BLOCKS / 2; i++) {
-        for (size_t j = 0; j < 4000; j += 997)
-            assert_int_equal((unsigned char)blocks[i][j], i & 0xff);
-        alloc_free(blocks[i]);
-    }
+    free_pool_blocks(blocks, YIELD_BLOCKS / 2);
     default_delay_again();
 }
 

@@ -74,8 +74,9 @@ static long threads(void)
 }
 
 /* Made, written and freed: n blocks of BLOCK bytes, their pointers
- * outside shoal, so the count of its calls is ours. */
-static void work(int n)
+ * outside shoal, so the count of its calls is ours; *full (if given):
+ * resident() with all of them made. */
+static void work(int n, size_t *full)
 {
     char **b = mmap(NULL, (size_t)n * sizeof *b, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -86,6 +87,8 @@ static void work(int n)
             die("out of memory");
         memset(b[i], i & 0xff, BLOCK);
     }
+    if (full != NULL)
+        *full = resident();
     for (int i = 0; i < n; i++) {
         if ((unsigned char)b[i][BLOCK - 1] != (i & 0xff))
             die("block %d damaged", i);
@@ -96,7 +99,7 @@ static void work(int n)
 
 static void small_mode(void)
 {
-    work(8 * 1024);
+    work(8 * 1024, NULL);
 #ifndef DROP_IN_TSAN
     /* The frees, with memory to purge, are where a purger would start. */
     if (threads() != 1)
@@ -178,23 +181,8 @@ int main(int argc, char **argv)
     pthread_t t;
     if (helped && (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0))
         die("pipe or pthread_create failed");
-    size_t before = resident();
-    size_t full = before;
-    char **b = mmap(NULL, BLOCKS * sizeof *b, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED)
-        die("mmap failed");
-    for (int i = 0; i < BLOCKS; i++) {
-        if ((b[i] = alloc_malloc(BLOCK)) == NULL)
-            die("out of memory");
-        memset(b[i], i & 0xff, BLOCK);
-    }
-    full = resident();
-    for (int i = 0; i < BLOCKS; i++) {
-        if ((unsigned char)b[i][BLOCK - 1] != (i & 0xff))
-            die("block %d damaged", i);
-        alloc_free(b[i]);
-    }
+    size_t before = resident(), full;
+    work(BLOCKS, &full);
     /* From here on, no allocator call. */
     size_t now = full;
     struct timespec tick = { 0, 50 * 1000000L };

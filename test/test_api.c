@@ -1319,19 +1319,15 @@ static void test_huge_reuse_trims(void **state)
     purge_restore(saved);
 }
 
-/* The shared cache keeps as many bytes as huge blocks are live, and at
- * least 32 MiB: a burst of 64 blocks of 3 MiB freed one by one keeps
- * the first half (as many bytes as the other half, still live), then
- * the newest as the rest goes; once all are freed, the newest 32 MiB
- * of them stay (beside the one in this thread's slot), and the next
- * burst maps only the others anew.  A
- * request that no cached mapping fits sends cached mappings back to the
- * OS, oldest first, until as many bytes as its own have gone, before it
- * maps its own: the process does not hold both. */
+/* The shared cache keeps up to 128 mappings: a burst of 64 huge blocks
+ * freed and allocated again maps nothing new.  A request that no cached
+ * mapping fits sends cached mappings of at least its size back to the
+ * OS before it maps its own, oldest first: the process does not hold
+ * both. */
 static void test_huge_cache_burst(void **state)
 {
     (void)state;
-    enum { BURST = 64, KEPT = 10 };     /* 10 x 3 MiB and a header each: 32 MiB */
+    enum { BURST = 64 };
     long saved = purge_off();
     alloc_collect(true);
     static char *blocks[BURST];
@@ -1342,11 +1338,50 @@ static void test_huge_cache_burst(void **state)
             assert_non_null(blocks[i]);
             fill_pat(blocks[i], 4096, (uint64_t)i);
         }
-        alloc_stats_t st = stats();
-        if (round == 1) {
-            assert_true(st.mapped >= before.mapped + (BURST - KEPT - 1) * 3 * MiB);
-            assert_true(st.mapped <= before.mapped + (BURST - KEPT + 1) * (3 * MiB + 64 * KiB));
+        if (round == 1)
+            assert_int_equal(stats().mapped, before.mapped);    /* all from the cache */
+        for (int i = 0; i < BURST; i++) {
+            assert_pattern(blocks[i], 4096, (uint64_t)i);
+            alloc_free(blocks[i]);
         }
+        assert_int_equal(stats().huge_cached, BURST);
+    }
+    alloc_stats_t full = stats();
+    char *big = alloc_malloc(32 * MiB);                 /* fits none of them */
+    assert_non_null(big);
+    alloc_stats_t st = stats();
+    assert_true(st.huge_cached <= BURST - 10);          /* 10 x 3 MiB >= 32 MiB */
+    assert_true(st.huge_cached >= BURST - 12);
+    assert_true(st.mapped <= full.mapped + 2 * MiB);
+    alloc_free(big);
+    alloc_collect(true);
+    assert_int_equal(stats().huge_cached, 0);
+    purge_restore(saved);
+}
+
+/* Mappings above 8 MiB: the shared cache keeps as many bytes of them as
+ * huge blocks are live, and at least 32 MiB.  Twelve blocks of 9 MiB
+ * freed one by one: the first half stay (as many bytes as the other
+ * half, still live), then the newest as the rest go; once all are
+ * freed, the newest 32 MiB of them (beside the one in this thread's
+ * slot), and the next burst maps only the others anew. */
+static void test_huge_cache_keeps_big_by_live(void **state)
+{
+    (void)state;
+    enum { BURST = 12, KEPT = 3 };      /* 3 x 9 MiB and a header each: 32 MiB */
+    long saved = purge_off();
+    alloc_collect(true);
+    static char *blocks[BURST];
+    for (int round = 0; round < 2; round++) {
+        alloc_stats_t before = stats();
+        for (int i = 0; i < BURST; i++) {
+            blocks[i] = alloc_malloc(9 * MiB);
+            assert_non_null(blocks[i]);
+            fill_pat(blocks[i], 4096, (uint64_t)i);
+        }
+        alloc_stats_t st = stats();
+        if (round == 1)
+            assert_true(st.mapped >= before.mapped + (BURST - KEPT - 1) * 9 * MiB);
         for (int i = 0; i < BURST; i++) {
             assert_pattern(blocks[i], 4096, (uint64_t)i);
             alloc_free(blocks[i]);
@@ -1355,18 +1390,7 @@ static void test_huge_cache_burst(void **state)
                 assert_int_equal(st.huge_cached, i + 1);
         }
         assert_int_equal(st.huge_cached, KEPT + 1);             /* and this thread's slot */
-        assert_true(st.huge_cached_bytes <= 32 * MiB + 3 * MiB + 64 * KiB);
     }
-    alloc_stats_t full = stats();
-    char *big = alloc_malloc(24 * MiB);                 /* fits none of them */
-    assert_non_null(big);
-    fill_pat(big, 24 * MiB, 99);
-    alloc_stats_t st = stats();
-    assert_true(st.huge_cached_bytes + 24 * MiB <= full.huge_cached_bytes);
-    assert_true(st.huge_cached_bytes + 28 * MiB >= full.huge_cached_bytes);    /* no more */
-    assert_true(st.mapped <= full.mapped + 64 * KiB);
-    assert_pattern(big, 24 * MiB, 99);
-    alloc_free(big);
     alloc_collect(true);
     assert_int_equal(stats().huge_cached, 0);
     purge_restore(saved);
@@ -1667,6 +1691,7 @@ int main(void)
         cmocka_unit_test(test_huge_slot),
         cmocka_unit_test(test_huge_reuse_trims),
         cmocka_unit_test(test_huge_cache_burst),
+        cmocka_unit_test(test_huge_cache_keeps_big_by_live),
         cmocka_unit_test(test_free_by_thread_without_heap),
         cmocka_unit_test(test_free_sized),
         cmocka_unit_test(test_free_sized_after_realloc),

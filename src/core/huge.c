@@ -14,7 +14,8 @@
 
 #define HUGE_CACHE 128                          /* mappings kept for reuse, */
 #define HUGE_CACHE_BYTES ((size_t)1 << 30)      /* and their bytes beyond the first, */
-#define HUGE_CACHE_FLOOR ((size_t)32 << 20)     /* or beyond the live blocks' */
+#define HUGE_CACHE_FLOOR ((size_t)32 << 20)     /* or, in mappings above */
+#define HUGE_BIG ((size_t)8 << 20)              /* this, the live blocks' */
 #define HUGE_HEADER 64          /* room for the header before the block */
 /* Beyond this, a freed mapping goes back at once until the program has
  * shown it reuses such a size (below). */
@@ -136,13 +137,14 @@ static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
     }
 }
 
-/* The cached mapping freed longest ago of those at most `bytes` large,
- * or -1 (cache_lock held). */
-static int oldest_within(size_t bytes)
+/* The cached mapping freed longest ago of those at most `bytes` large
+ * (`above` false) or larger (true), or -1 (cache_lock held). */
+static int oldest_sized(size_t bytes, bool above)
 {
     int oldest = -1;
     for (unsigned i = 0; i < cached; i++)
-        if (cache[i].size <= bytes && (oldest < 0 || cache[i].freed_ms < cache[oldest].freed_ms))
+        if ((cache[i].size > bytes) == above &&
+            (oldest < 0 || cache[i].freed_ms < cache[oldest].freed_ms))
             oldest = (int)i;
     return oldest;
 }
@@ -203,7 +205,7 @@ void shoal_huge_cache_yield(size_t bytes)
      * 8 MiB buffers) does not keep them resident until its own size
      * has grown. */
     pool_grown += bytes;
-    for (int i; (i = oldest_within(pool_grown)) >= 0;) {
+    for (int i; (i = oldest_sized(pool_grown, false)) >= 0;) {
         pool_grown -= cache[i].size;
         take_out((unsigned)i, out, &n);
     }
@@ -365,20 +367,24 @@ static void unlink_block(shoal_huge_t *h)
     h->user = NULL;
 }
 
-/* The bytes the cache may hold (cache_lock): as many as the huge blocks
- * still live, and at least HUGE_CACHE_FLOOR.  A server that cycles
- * buffers keeps as many as it has in use; a program that ends a phase
- * and frees its big blocks all at once keeps the last 32 MiB of them,
- * not all: what the next phase does not reuse would stay resident,
- * beside whatever it makes resident (a database backend's sort, whose
- * 85 MiB then waited while the next query read 45 MiB of shared
- * buffers), until the purge delay - or, in a program that sleeps or no
- * longer calls the allocator's slow paths, until it wakes.  glibc gives
- * each back at free, as jemalloc does every block above 8 MiB. */
+/* The bytes the cache may hold in mappings above HUGE_BIG (cache_lock):
+ * as many as the huge blocks still live, and at least HUGE_CACHE_FLOOR.
+ * A server that cycles big buffers keeps as many as it has in use; a
+ * program that ends a phase and frees its big blocks all at once keeps
+ * the last 32 MiB of them, not all: what the next phase does not reuse
+ * would stay resident, beside whatever it makes resident (a database
+ * backend's sort, whose 85 MiB of 8 and 24 MiB blocks then waited while
+ * the next query read 45 MiB of shared buffers), until the purge delay -
+ * or, in a program that sleeps or no longer calls the allocator's slow
+ * paths, until it wakes.  As jemalloc gives back every block above
+ * 8 MiB at its free, and keeps smaller ones: those are the sizes a
+ * program cycles by the hundred (a burst of 2-8 MiB buffers freed and
+ * made again 50 ms later maps none anew), where a block above 8 MiB
+ * costs its page faults whatever the cache does. */
 static size_t budget(void)
 {
     size_t b = get(&live_bytes);
-    return b < HUGE_CACHE_FLOOR ? HUGE_CACHE_FLOOR : b > HUGE_CACHE_BYTES ? HUGE_CACHE_BYTES : b;
+    return b < HUGE_CACHE_FLOOR ? HUGE_CACHE_FLOOR : b;
 }
 
 /* A freed block's mapping: into the cache, or unmapped. */
@@ -391,11 +397,16 @@ static void retire(char *base, size_t size)
     shoal_lock(&cache_lock);
     count_live(-1, size);
     if (keep) {
-        /* Full, or over the byte budget: the oldest go (one mapping is
-         * always kept, so a cycle of the same size never maps, whatever
-         * its size). */
-        while (cached == HUGE_CACHE || (cached != 0 && get(&cached_bytes) + size > budget()))
+        /* Full, or over the byte limit: the oldest go; over the budget,
+         * the oldest of those above HUGE_BIG.  (The new one is always
+         * kept, so a cycle of the same size never maps, whatever its
+         * size.) */
+        while (cached == HUGE_CACHE ||
+               (cached != 0 && get(&cached_bytes) + size > HUGE_CACHE_BYTES))
             take_out(oldest_cached(), evicted, &n_evicted);
+        for (int i; get(&cached_bytes) + size > budget() &&
+                    (i = oldest_sized(HUGE_BIG, true)) >= 0;)
+            take_out((unsigned)i, evicted, &n_evicted);
         if (cached == 0)
             pool_grown = 0;     /* growth while it was empty is owed by nothing */
         cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms() };

@@ -759,8 +759,8 @@ bool shoal_heap_collect(void)
  * program's block, and runs no pass while the rebuild holds the reclaim
  * turn).  It is tried at the child's frees into vanished heaps' pages
  * and at alloc_collect - places where this thread is in no edit of its
- * own heap - looking at /proc at most once a second while another
- * thread is there.  A child with a thread of its own keeps those pages
+ * own heap - looking at /proc less and less often, up to once a second,
+ * while another thread is there (alone_now).  A child with a thread of its own keeps those pages
  * until it is alone again (docs/design.md, Known limits).
  *
  * Which heaps vanished: every heap a thread owned at the fork but the
@@ -773,11 +773,14 @@ bool shoal_heap_collect(void)
  * stack: it goes on with them when the handler returns. */
 
 /* Whether vanished pages wait for a rebuild, whether the queues have
- * been settled (below), and when to look again at the thread count
- * (relaxed: hints; set by the fork child's one thread, changed by the
- * rebuild, which runs only while it is alone). */
+ * been settled (below), when to look again at the thread count, and how
+ * long to wait after the next look that finds another thread (relaxed:
+ * hints; set by the fork child's one thread, changed by the rebuild,
+ * which runs only while it is alone). */
 static _Atomic bool vanished_pending, vanished_settled;
 static _Atomic uint64_t vanished_next_look_ms;
+#define VANISHED_FIRST_WAIT_MS 4
+static _Atomic uint32_t vanished_wait_ms = VANISHED_FIRST_WAIT_MS;
 /* Remote frees that will never be received: those that were on their way
  * at the fork (statistics: they are not in flight). */
 static _Atomic uint64_t remote_written_off;
@@ -785,17 +788,26 @@ static _Atomic uint64_t remote_written_off;
 /* Whether the rebuild may run now: no thread but this one and the purger
  * (which frees no program's block, and runs no pass while the rebuild
  * holds the reclaim turn).  /proc is read again for each rebuild (this
- * thread may have started one since), and not for a second after it
- * said no. */
+ * thread may have started one since); after it said no, not for 4 ms,
+ * then twice as long each time, up to a second.  A thread the child has
+ * just joined is still counted there for a moment (pthread_join returns
+ * once the kernel cleared its tid, before the thread leaves its group):
+ * a whole second's wait after that moment kept the pages of the child's
+ * frees from it, and the child took new memory for its next blocks
+ * (drop_in_fork_reuse_after_thread, 5 runs in 40). */
 static bool alone_now(void)
 {
     uint64_t now = shoal_os_now_ms();
     if (now < atomic_load_explicit(&vanished_next_look_ms, memory_order_relaxed))
         return false;
     long n = shoal_os_threads();
-    if (n == 1 || (n == 2 && shoal_purger_running()))
+    if (n == 1 || (n == 2 && shoal_purger_running())) {
+        atomic_store_explicit(&vanished_wait_ms, VANISHED_FIRST_WAIT_MS, memory_order_relaxed);
         return true;
-    atomic_store_explicit(&vanished_next_look_ms, now + 1000, memory_order_relaxed);
+    }
+    uint32_t wait = atomic_load_explicit(&vanished_wait_ms, memory_order_relaxed);
+    atomic_store_explicit(&vanished_next_look_ms, now + wait, memory_order_relaxed);
+    atomic_store_explicit(&vanished_wait_ms, wait < 512 ? wait * 2 : 1000, memory_order_relaxed);
     return false;
 }
 

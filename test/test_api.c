@@ -1319,6 +1319,16 @@ static void test_huge_reuse_trims(void **state)
     purge_restore(saved);
 }
 
+/* n huge blocks of `size`, the first page of each pattern-filled. */
+static void make_burst(char **blocks, int n, size_t size)
+{
+    for (int i = 0; i < n; i++) {
+        blocks[i] = alloc_malloc(size);
+        assert_non_null(blocks[i]);
+        fill_pat(blocks[i], 4096, (uint64_t)i);
+    }
+}
+
 /* The shared cache keeps up to 128 mappings: a burst of 64 huge blocks
  * freed and allocated again maps nothing new.  A request that no cached
  * mapping fits sends cached mappings of at least its size back to the
@@ -1333,11 +1343,7 @@ static void test_huge_cache_burst(void **state)
     static char *blocks[BURST];
     for (int round = 0; round < 2; round++) {
         alloc_stats_t before = stats();
-        for (int i = 0; i < BURST; i++) {
-            blocks[i] = alloc_malloc(3 * MiB);
-            assert_non_null(blocks[i]);
-            fill_pat(blocks[i], 4096, (uint64_t)i);
-        }
+        make_burst(blocks, BURST, 3 * MiB);
         if (round == 1)
             assert_int_equal(stats().mapped, before.mapped);    /* all from the cache */
         for (int i = 0; i < BURST; i++) {
@@ -1374,11 +1380,7 @@ static void test_huge_cache_keeps_big_by_live(void **state)
     static char *blocks[BURST];
     for (int round = 0; round < 2; round++) {
         alloc_stats_t before = stats();
-        for (int i = 0; i < BURST; i++) {
-            blocks[i] = alloc_malloc(9 * MiB);
-            assert_non_null(blocks[i]);
-            fill_pat(blocks[i], 4096, (uint64_t)i);
-        }
+        make_burst(blocks, BURST, 9 * MiB);
         alloc_stats_t st = stats();
         if (round == 1)
             assert_true(st.mapped >= before.mapped + (BURST - KEPT - 1) * 9 * MiB);

@@ -167,18 +167,12 @@ static void *free_huge_then_idle(void *arg)
     return NULL;
 }
 
-static size_t mapped_bytes(void)
+/* shoal's statistics now. */
+static alloc_stats_t stats_now(void)
 {
     alloc_stats_t st = { .size = sizeof st };
     assert_int_equal(alloc_stats_get(&st), 0);
-    return st.mapped;
-}
-
-static size_t huge_cached_bytes(void)
-{
-    alloc_stats_t st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&st), 0);
-    return st.huge_cached_bytes;
+    return st;
 }
 
 /* A program that freed big blocks (a sort's buffers) and then grows the
@@ -202,7 +196,7 @@ static size_t cache_one_mapping(void)
     memset(b, 2, YIELD_HUGE);
     alloc_free(a);              /* into this thread's huge slot */
     alloc_free(b);              /* and a on to the shared cache */
-    size_t cached = huge_cached_bytes();
+    size_t cached = stats_now().huge_cached_bytes;
     assert_true(cached >= 2 * YIELD_HUGE);
     return cached;
 }
@@ -239,7 +233,7 @@ static void test_pool_growth_takes_from_huge_cache(void **state)
     size_t cached0 = cache_one_mapping();
     static char *blocks[YIELD_BLOCKS];
     grow_pool(blocks, YIELD_BLOCKS);
-    size_t cached1 = huge_cached_bytes();
+    size_t cached1 = stats_now().huge_cached_bytes;
     print_message("huge cache while the pool grew 24 MiB: %zu -> %zu MiB\n", cached0 >> 20,
                   cached1 >> 20);
     assert_true(cached1 + YIELD_HUGE <= cached0);
@@ -259,7 +253,7 @@ static void test_realloc_growth_takes_from_huge_cache(void **state)
     g = alloc_realloc(g, 2 * YIELD_HUGE);
     assert_non_null(g);
     memset(g + YIELD_HUGE / 2, 4, 2 * YIELD_HUGE - YIELD_HUGE / 2);
-    size_t cached1 = huge_cached_bytes();
+    size_t cached1 = stats_now().huge_cached_bytes;
     print_message("huge cache while realloc grew a block 4 -> 16 MiB: %zu -> %zu MiB\n",
                   cached0 >> 20, cached1 >> 20);
     assert_true(cached1 + YIELD_HUGE <= cached0);
@@ -289,19 +283,19 @@ static void test_growth_passes_a_big_cached_mapping(void **state)
     alloc_free(big);            /* into this thread's huge slot */
     alloc_free(mid);            /* big on to the shared cache */
     alloc_free(small);          /* mid after it */
-    size_t cached0 = huge_cached_bytes();
+    size_t cached0 = stats_now().huge_cached_bytes;
     static char *blocks[YIELD_BLOCKS / 2];
     grow_pool(blocks, YIELD_BLOCKS / 2);
-    size_t cached1 = huge_cached_bytes();
+    size_t cached1 = stats_now().huge_cached_bytes;
     print_message("huge cache while the pool grew 12 MiB: %zu -> %zu KiB\n", cached0 >> 10,
                   cached1 >> 10);
     assert_true(cached1 + YIELD_HUGE <= cached0);       /* mid went */
     assert_true(cached1 + 2 * YIELD_HUGE > cached0);    /* big did not */
-    size_t mapped = mapped_bytes();
+    size_t mapped = stats_now().mapped;
     char *again = alloc_malloc(2 * YIELD_HUGE - (1u << 20));    /* big serves it */
     assert_non_null(again);
     memset(again, 4, 2 * YIELD_HUGE - (1u << 20));
-    assert_true(mapped_bytes() <= mapped);
+    assert_true(stats_now().mapped <= mapped);
     for (size_t j = 0; j < 2 * YIELD_HUGE - (1u << 20); j += 4093)
         assert_int_equal(again[j], 4);
     alloc_free(again);
@@ -317,7 +311,7 @@ static void test_idle_thread_huge_slot_purged(void **state)
      * allocated: this one allocates first. */
     alloc_free(alloc_malloc(64));
     alloc_collect(true);
-    size_t mapped0 = mapped_bytes();
+    size_t mapped0 = stats_now().mapped;
     pthread_t t;
     idle_stage = 0;
     pthread_create(&t, NULL, free_huge_then_idle, NULL);
@@ -326,12 +320,12 @@ static void test_idle_thread_huge_slot_purged(void **state)
         pthread_cond_wait(&idle_cond, &idle_lock);
     pthread_mutex_unlock(&idle_lock);
     size_t rss_freed = rss_bytes();
-    assert_true(mapped_bytes() >= mapped0 + IDLE_HUGE);     /* kept, in its slot */
+    assert_true(stats_now().mapped >= mapped0 + IDLE_HUGE);     /* kept, in its slot */
     size_t mapped;
     int polls = 60 * 20;        /* up to a minute: fails only if it never goes */
     do {
         usleep(50 * 1000);
-        mapped = mapped_bytes();
+        mapped = stats_now().mapped;
     } while (--polls > 0 && mapped >= mapped0 + IDLE_HUGE);
     print_message("idle thread's huge slot: mapped %zu -> %zu MiB, RSS %zu -> %zu MiB\n",
                   mapped0 >> 20, mapped >> 20, rss_freed >> 20, rss_bytes() >> 20);
@@ -495,18 +489,11 @@ static int fill_to_limit(void **blocks, int max)
     return n;
 }
 
-static size_t committed_now(void)
-{
-    alloc_stats_t st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&st), 0);
-    return st.committed;
-}
-
 /* Set MAX_MEMORY to what is committed after a collection, plus `room`. */
 static void limit_to(long room)
 {
     alloc_collect(true);
-    long limit = (long)committed_now() + room;
+    long limit = (long)stats_now().committed + room;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     assert_int_equal(alloc_option_get(ALLOC_OPTION_MAX_MEMORY), limit);
 }
@@ -688,7 +675,7 @@ static int huge_pages_purge_rounds(void)
             blocks[i] = alloc_malloc(64 << 10);
             if (blocks[i] == NULL) {
                 fprintf(stderr, "round %d: block %d refused, committed %zd\n", r, i,
-                        (ssize_t)committed_now());
+                        (ssize_t)stats_now().committed);
                 return 1;
             }
             memset(blocks[i], r + i, 64 << 10);
@@ -699,7 +686,7 @@ static int huge_pages_purge_rounds(void)
             alloc_free(blocks[i]);
         }
         alloc_collect(true);
-        size_t c = committed_now();
+        size_t c = stats_now().committed;
         if (c > (256u << 20)) {
             fprintf(stderr, "round %d: committed %zd, outside the limit\n", r, (ssize_t)c);
             return 1;
@@ -785,7 +772,7 @@ static void test_max_memory_after_lazy_purge(void **state)
     (void)state;
     enum { N = 100, BLOCK = 2 << 20 };
     alloc_collect(true);
-    size_t base = committed_now();
+    size_t base = stats_now().committed;
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_MODE, ALLOC_PURGE_FREE), 0);
     for (int i = 0; i < N; i++) {
         blocks[i] = alloc_malloc(BLOCK);
@@ -798,7 +785,7 @@ static void test_max_memory_after_lazy_purge(void **state)
     long limit = (long)base + (256L << 20);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     alloc_collect(true);
-    size_t c = committed_now();
+    size_t c = stats_now().committed;
     if (c > base + (16u << 20))
         fail_msg("committed %zu after a purge under the limit, %zu before the blocks", c, base);
     unsigned char *p = alloc_malloc(128u << 20);
@@ -819,7 +806,7 @@ static size_t freed_never_purged(int n, size_t size)
     assert_true(n <= (int)(sizeof held / sizeof held[0]));
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
     alloc_collect(true);
-    size_t base = committed_now();
+    size_t base = stats_now().committed;
     for (int i = 0; i < n; i++) {
         assert_non_null(held[i] = alloc_malloc(size));
         memset(held[i], i & 0xff, size);
@@ -844,9 +831,9 @@ static void test_purge_delay_set_to_zero_purges_what_is_free(void **state)
     assert_non_null(h);
     memset(h, 1, 20u << 20);
     alloc_free(h);
-    assert_true(committed_now() >= base + ((size_t)N << 20) / 2);  /* kept: never purge */
+    assert_true(stats_now().committed >= base + ((size_t)N << 20) / 2);  /* kept: never purge */
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 0), 0);
-    size_t c = committed_now();
+    size_t c = stats_now().committed;
     if (c > base + (4u << 20))
         fail_msg("committed %zu MiB over the %zu before, right after the delay went to 0",
                  (c - base) >> 20, base >> 20);
@@ -876,7 +863,7 @@ static void test_max_memory_realloc_grows_after_purge(void **state)
     unsigned char *q = alloc_realloc(p, 40u << 20);
     if (q == NULL)
         fail_msg("realloc to 40 MiB under a 50 MiB limit: errno %d, committed %zu", errno,
-                 committed_now());
+                 stats_now().committed);
     assert_int_equal(q[(20u << 20) - 1], 7);
     memset(q + (20u << 20), 8, 20u << 20);
     alloc_free(q);
@@ -936,10 +923,10 @@ static void test_max_memory_set_below_committed(void **state)
     (void)state;
     size_t base = freed_never_purged(100000, 1024);
     long limit = (long)base + (64L << 20);
-    assert_true(committed_now() > (size_t)limit);        /* ~100 MB, never purged */
+    assert_true(stats_now().committed > (size_t)limit);        /* ~100 MB, never purged */
     assert_int_equal(alloc_option_set(ALLOC_OPTION_MAX_MEMORY, limit), 0);
     int n = fill_to_limit(blocks, MAX);
-    size_t c = committed_now();
+    size_t c = stats_now().committed;
     for (int i = 0; i < n; i++) {
         assert_int_equal(((unsigned char *)blocks[i])[(1 << 20) - 1], i & 0xff);
         alloc_free(blocks[i]);

@@ -116,27 +116,6 @@ static size_t release_taken(const cached_map_t *out, unsigned n)
     return bytes;
 }
 
-/* The cached mapping freed longest ago (cache_lock held, cached > 0). */
-static unsigned oldest_cached(void)
-{
-    unsigned oldest = 0;
-    for (unsigned i = 1; i < cached; i++)
-        if (cache[i].freed_ms < cache[oldest].freed_ms)
-            oldest = i;
-    return oldest;
-}
-
-/* Give back cached mappings, oldest first, until at least `bytes` have
- * gone or none is left (cache_lock held; the caller releases `out`). */
-static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
-{
-    for (size_t freed = 0; cached != 0 && freed < bytes;) {
-        unsigned i = oldest_cached();
-        freed += cache[i].size;
-        take_out(i, out, n);
-    }
-}
-
 /* The cached mapping freed longest ago of those at most `bytes` large
  * (`above` false) or larger (true), or -1 (cache_lock held). */
 static int oldest_sized(size_t bytes, bool above)
@@ -147,6 +126,24 @@ static int oldest_sized(size_t bytes, bool above)
             (oldest < 0 || cache[i].freed_ms < cache[oldest].freed_ms))
             oldest = (int)i;
     return oldest;
+}
+
+/* The cached mapping freed longest ago (cache_lock held, cached > 0). */
+static unsigned oldest_cached(void)
+{
+    return (unsigned)oldest_sized(0, true);
+}
+
+
+/* Give back cached mappings, oldest first, until at least `bytes` have
+ * gone or none is left (cache_lock held; the caller releases `out`). */
+static void evict_oldest(size_t bytes, cached_map_t *out, unsigned *n)
+{
+    for (size_t freed = 0; cached != 0 && freed < bytes;) {
+        unsigned i = oldest_cached();
+        freed += cache[i].size;
+        take_out(i, out, n);
+    }
 }
 
 /* A cached mapping that fits `need` bytes at alignment `align` without

@@ -58,6 +58,19 @@ static void *helper(void *arg)
     return NULL;
 }
 
+/* The helper: started, and stopped and joined. */
+static void start_helper(pthread_t *t)
+{
+    if (pipe(gate) != 0 || pthread_create(t, NULL, helper, NULL) != 0)
+        die("pipe or pthread_create failed");
+}
+
+static void stop_helper(pthread_t t)
+{
+    if (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0)
+        die("stopping the helper failed");
+}
+
 /* The process's threads, from /proc/self/status. */
 static long threads(void)
 {
@@ -124,8 +137,7 @@ static void small_mode(void)
 static void fork_mode(void)
 {
     pthread_t t;
-    if (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0)
-        die("pipe or pthread_create failed");
+    start_helper(&t);
     enum { N = 48 };
     char *b[N];
     for (int i = 0; i < N; i++) {
@@ -156,8 +168,7 @@ static void fork_mode(void)
         die("fork: the child started a thread, or failed");
     for (int i = 0; i < N; i++)
         alloc_free(b[i]);
-    if (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0)
-        die("stopping the helper failed");
+    stop_helper(t);
     printf("idle_helper fork: ok: the child of a threaded process stayed single-threaded\n");
 }
 #endif
@@ -179,8 +190,8 @@ int main(int argc, char **argv)
     if (!helped && strcmp(mode, "single") != 0)
         die("usage: idle_helper [helper|single|small|fork]");
     pthread_t t;
-    if (helped && (pipe(gate) != 0 || pthread_create(&t, NULL, helper, NULL) != 0))
-        die("pipe or pthread_create failed");
+    if (helped)
+        start_helper(&t);
     size_t before = resident(), full;
     work(BLOCKS, &full);
     /* From here on, no allocator call. */
@@ -204,7 +215,7 @@ int main(int argc, char **argv)
 #endif
     printf("idle_helper %s: ok: memory %zu MiB -> %zu MiB -> %zu MiB while idle, %ld threads\n",
            mode, before >> 20, full >> 20, now >> 20, threads());
-    if (helped && (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0))
-        die("stopping the helper failed");
+    if (helped)
+        stop_helper(t);
     return 0;
 }

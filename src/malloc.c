@@ -25,6 +25,7 @@
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
+static void *alloc_page_dry(size_t n, shoal_page_t *pg, bool zero);
 
 /* Pop the head of pg's free list for a request of n bytes. */
 static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, shoal_page_t *pg, size_t n)
@@ -103,8 +104,8 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(sho
  * block of the page.  Mostly the end trap of an armed page's list
  * (core/page.h), which comes once a list: local_free becomes the list,
  * and where the next sample falls further on, that is all - the case
- * kept short here; an empty page, the sample trap and a broken list are
- * above. */
+ * kept short here; a page run dry goes on as malloc's does; the sample
+ * trap and a broken list are above. */
 static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_heap_t *h,
                                                                              shoal_page_t *pg,
                                                                              size_t n, bool zero)
@@ -113,7 +114,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
         if (shoal_likely(shoal_page_take_local_untrapped(pg)))
             return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
         if (shoal_page_local_empty(pg))
-            return alloc_generic(n, SHOAL_ALIGN, zero);
+            return alloc_page_dry(n, pg, zero);         /* as malloc's own dry page */
     }
     return trap_or_broken(h, pg, n, zero);
 }

@@ -31,6 +31,7 @@
 
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
+_Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in the page cache");
 #define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps: 2 MiB */
 #define SHOAL_LARGE_CACHE_CLOSED (SHOAL_LARGE_CACHE_SLOTS + 1)  /* its cached slots: closed */
 

@@ -303,6 +303,52 @@ static void test_growth_passes_a_big_cached_mapping(void **state)
     default_delay_again();
 }
 
+/* A freed big block's mapping serves smaller blocks made after it: its
+ * front is cut for the first (the rest stays cached), the rest serves
+ * the second, and only the third maps anew - as `sort` frees its 30 MiB
+ * array and then makes three 10 MiB buffers (before: three new mappings
+ * beside the cached one, twice glibc's peak RSS).  Freed, the pieces
+ * join again and serve a block of the first size, with no new mapping.
+ * Every block is checked for its pattern. */
+static void test_freed_huge_mapping_serves_smaller_blocks(void **state)
+{
+    (void)state;
+    enum { BIG = 30 << 20, SMALL = 10 << 20 };
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    alloc_collect(true);
+    char *big = alloc_malloc(BIG);
+    assert_non_null(big);
+    memset(big, 1, BIG);
+    alloc_free(big);
+    size_t mapped0 = stats_now().mapped;
+    char *small[3];
+    for (int i = 0; i < 3; i++) {
+        small[i] = alloc_malloc(SMALL);
+        assert_non_null(small[i]);
+        memset(small[i], 2 + i, SMALL);
+    }
+    size_t mapped1 = stats_now().mapped;
+    uintptr_t front = (uintptr_t)small[0];              /* the front of big's mapping */
+    print_message("three 10 MiB blocks after a 30 MiB one: %zu MiB mapped more\n",
+                  (mapped1 - mapped0) >> 20);
+    assert_true(mapped1 <= mapped0 + SMALL + (1u << 20));      /* one new mapping, not three */
+    for (int i = 0; i < 3; i++) {
+        for (size_t j = 0; j < SMALL; j += 4093)
+            assert_int_equal(small[i][j], 2 + i);
+        alloc_free(small[i]);
+    }
+    size_t mapped2 = stats_now().mapped;
+    big = alloc_malloc(BIG);
+    assert_non_null(big);
+    assert_int_equal((uintptr_t)big, front);            /* the pieces, joined */
+    assert_true(stats_now().mapped <= mapped2);
+    memset(big, 5, BIG);
+    for (size_t j = 0; j < BIG; j += 4093)
+        assert_int_equal(big[j], 5);
+    alloc_free(big);
+    default_delay_again();
+}
+
 static void test_idle_thread_huge_slot_purged(void **state)
 {
     (void)state;
@@ -1072,6 +1118,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
         cmocka_unit_test(test_realloc_growth_takes_from_huge_cache),
         cmocka_unit_test(test_growth_passes_a_big_cached_mapping),
+        cmocka_unit_test(test_freed_huge_mapping_serves_smaller_blocks),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

@@ -19,6 +19,7 @@
 typedef struct shoal_huge_s {
     char *base;                 /* the mapping */
     size_t map_size;
+    char *origin;               /* the mapping it was cut from (huge.c); NULL: never cut */
     char *user;                 /* the block handed out */
     size_t usable;
 } shoal_huge_t;

@@ -128,6 +128,7 @@ static int release_leftovers(void **state)
     }
     alloc_option_set(ALLOC_OPTION_PURGE_MODE, ALLOC_PURGE_DONTNEED);
     alloc_option_set(ALLOC_OPTION_MAX_MEMORY, 0);
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000);
     return 0;
 }
 
@@ -489,6 +490,53 @@ static void test_purge_zeroes_free_slots(void **state)
     pool_purge(true);
 }
 
+/* Release slots 8..15 of f, written, as the hole that a claim of 16
+ * slots cannot use, and make that claim: it takes a fresh superpage. */
+static shoal_span_t claim_past_hole(shoal_superpage_t *f)
+{
+    for (unsigned i = 8; i < 16; i++) {
+        fill(shoal_slot_addr(f, i), SHOAL_SLOT_SIZE, 0x5151 + i);
+        release_held(f, i);
+    }
+    assert_int_equal(dirty_free(), 8);
+    shoal_span_t big = claim_checked(4);
+    assert_ptr_not_equal(big.sp, f);
+    assert_true(big.zero);
+    hold(big.sp, big.slot, 16);
+    return big;
+}
+
+/* Slots made resident afresh while free dirty ones wait where the claim
+ * could not use them: as many of those are purged at once, not at the
+ * purge delay - unless PURGE_DELAY_MS is -1 (never purge). */
+static void test_fresh_slots_purge_unfit_dirty_ones(void **state)
+{
+    (void)state;
+    shoal_superpage_t *f = fill_pool();
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    shoal_span_t big = claim_past_hole(f);
+    assert_int_equal(dirty_free(), 8);                  /* kept */
+    for (unsigned i = 8; i < 16; i++)
+        assert_true(filled(shoal_slot_addr(f, i), SHOAL_SLOT_SIZE, 0x5151 + i));
+    /* The hole taken again (warm: it comes first), and the big block
+     * back, purged: a clean superpage but for the hole. */
+    shoal_span_t s = claim_checked(3);
+    assert_ptr_equal(s.sp, f);
+    assert_int_equal(s.slot, 8);
+    assert_false(s.zero);
+    for (unsigned i = 8; i < 16; i++)
+        hold(f, i, 1);
+    release_held(big.sp, big.slot);
+    pool_purge(true);
+
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    claim_past_hole(f);
+    assert_int_equal(dirty_free(), 0);                  /* purged for the fresh slots */
+    assert_true(all_zero(shoal_slot_addr(f, 8), 8 * SHOAL_SLOT_SIZE));
+    release_all_held();
+    pool_purge(true);
+}
+
 /* MADV_FREE mode: the slots go to the kernel once, are not counted as
  * waiting any more, and a claim trusts them to be zero only if they are. */
 static void test_purge_lazy_mode(void **state)
@@ -738,6 +786,7 @@ int main(void)
         cmocka_unit_test_teardown(test_grow_in_place, release_leftovers),
         cmocka_unit_test_teardown(test_claim_run_anywhere, release_leftovers),
         cmocka_unit_test_teardown(test_purge_zeroes_free_slots, release_leftovers),
+        cmocka_unit_test_teardown(test_fresh_slots_purge_unfit_dirty_ones, release_leftovers),
         cmocka_unit_test_teardown(test_purge_lazy_mode, release_leftovers),
         cmocka_unit_test_teardown(test_max_memory_refuses_growth, release_leftovers),
         cmocka_unit_test_teardown(test_concurrent_claim_release, release_leftovers),

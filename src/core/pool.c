@@ -154,6 +154,58 @@ static void count_claimed(size_t n)
                       atomic_fetch_add_explicit(&slots_claimed, n, memory_order_relaxed) + n);
 }
 
+static size_t purge_slots(size_t i, uint64_t ready, bool lazy);
+
+/* Whether a purge lets the kernel take its slots lazily (MADV_FREE):
+ * under MAX_MEMORY a purge must free room in the committed account,
+ * which lazily reclaimed slots would not. */
+static bool purge_is_lazy(void)
+{
+    return shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE &&
+           shoal_opt(ALLOC_OPTION_MAX_MEMORY) == 0;
+}
+
+/* `slots` slots were made resident afresh, in `except`, while free dirty
+ * slots may wait elsewhere - where the sizes asked for now do not fit
+ * (a burst of blocks of one size leaves holes that the next burst's
+ * bigger runs cannot use), or past the superpages a claim looks at: as
+ * many of those go back to the OS now, not at the purge delay, so that
+ * the process grows by what it uses, not by how its free slots lie
+ * (CPython's test_pickle: peak RSS 109 -> 81 MB, glibc 83).  Not while
+ * another thread purges (a try), with PURGE_DELAY_MS below 1 (0 purges
+ * at once anyway, -1 never) or with HUGE_PAGES (a part of a huge page
+ * would split it: the passes give back only whole halves).  A call looks
+ * at YIELD_LOOK superpages at most, on from where the last one stopped:
+ * a pool that only grows, with no dirty slot to find, pays a bounded
+ * look for each claim, not one over all it holds. */
+#define YIELD_LOOK 64
+static size_t yield_next;       /* where the next look starts (purge_lock) */
+
+static void yield_dirty(const shoal_superpage_t *except, size_t slots)
+{
+    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || shoal_opt(ALLOC_OPTION_HUGE_PAGES) ||
+        !shoal_trylock(&purge_lock))
+        return;
+    bool lazy = purge_is_lazy();
+    size_t n = atomic_load_explicit(&sp_count, memory_order_acquire), bytes = 0, i = 0;
+    for (size_t k = 0; k < n && k < YIELD_LOOK && slots != 0; k++) {
+        i = (yield_next + k) % n;
+        shoal_superpage_t *sp = sp_table[i];
+        if (sp == except)
+            continue;
+        uint64_t cand = atomic_load_explicit(&sp->dirty, memory_order_relaxed) &
+                        ~atomic_load_explicit(&sp->occupied, memory_order_relaxed) &
+                        ~atomic_load_explicit(&lazy_purged[i], memory_order_relaxed);
+        uint64_t take = 0;
+        for (; cand != 0 && slots != 0; cand &= cand - 1, slots--)
+            take |= cand & -cand;
+        bytes += purge_slots(i, take, lazy);
+    }
+    yield_next = n != 0 ? (i + 1) % n : 0;
+    atomic_fetch_add_explicit(&n_purged_bytes, bytes, memory_order_relaxed);
+    shoal_unlock(&purge_lock);
+}
+
 /* The claimer's side of slots it has just occupied: mark them dirty and
  * charge those that were clean to the committed account (commit.h).  A
  * slot the account has no room for is handed back at once, untouched;
@@ -176,8 +228,10 @@ static uint64_t settle(shoal_superpage_t *sp, uint64_t mask, bool whole, uint64_
     }
     uint64_t kept = mask & ~refused;
     *clean = fresh & kept;
-    if (*clean != 0)            /* memory made resident afresh */
+    if (*clean != 0) {          /* memory made resident afresh */
         shoal_huge_cache_yield((size_t)__builtin_popcountll(*clean) << SHOAL_SLOT_SHIFT);
+        yield_dirty(sp, (size_t)__builtin_popcountll(*clean));
+    }
     if (kept != 0) {
         atomic_fetch_add_explicit(&n_claims, 1, memory_order_relaxed);
         count_claimed((size_t)__builtin_popcountll(kept));
@@ -424,6 +478,14 @@ static size_t purge_superpage(size_t i, bool force, bool lazy, bool huge, size_t
                                                                 memory_order_relaxed);
     atomic_store_explicit(&sp->purge_mark, cand & ~ready, memory_order_relaxed);
     *waiting += (size_t)__builtin_popcountll(cand & ~ready);
+    return purge_slots(i, ready, lazy);
+}
+
+/* Purge the free slots among `ready` of superpage i (purge_lock held):
+ * the bytes that left the account or went lazily. */
+static size_t purge_slots(size_t i, uint64_t ready, bool lazy)
+{
+    shoal_superpage_t *sp = sp_table[i];
     uint64_t got = ready ? claim_free_bits(sp, ready) : 0;
     if (got == 0)
         return 0;
@@ -469,10 +531,7 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
         *waiting += 1;          /* someone else's pass; ours comes later */
         return 0;
     }
-    /* Under MAX_MEMORY a purge must free room in the committed account,
-     * which MADV_FREE's lazily reclaimed slots would not. */
-    bool lazy = shoal_opt(ALLOC_OPTION_PURGE_MODE) == ALLOC_PURGE_FREE &&
-                shoal_opt(ALLOC_OPTION_MAX_MEMORY) == 0;
+    bool lazy = purge_is_lazy();
     /* HUGE_PAGES gives back only wholly free upper halves, never a part
      * of a huge page - but a forced pass under MAX_MEMORY (an allocation
      * at the limit, alloc_collect(true)) must free room in the account,

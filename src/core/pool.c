@@ -175,11 +175,11 @@ static bool purge_is_lazy(void)
  * another thread purges (a try), with PURGE_DELAY_MS below 1 (0 purges
  * at once anyway, -1 never) or with HUGE_PAGES (a part of a huge page
  * would split it: the passes give back only whole halves).  A call looks
- * at YIELD_LOOK superpages at most, on from where the last one stopped:
- * a pool that only grows, with no dirty slot to find, pays a bounded
- * look for each claim, not one over all it holds. */
+ * at YIELD_LOOK superpages at most, from the claims' hint on (the lowest
+ * superpage released into lately: where free slots are): a pool that
+ * only grows, with no dirty slot to find, pays a bounded look for each
+ * claim, not one over all it holds. */
 #define YIELD_LOOK 64
-static size_t yield_next;       /* where the next look starts (purge_lock) */
 
 static void yield_dirty(const shoal_superpage_t *except, size_t slots)
 {
@@ -187,9 +187,10 @@ static void yield_dirty(const shoal_superpage_t *except, size_t slots)
         !shoal_trylock(&purge_lock))
         return;
     bool lazy = purge_is_lazy();
-    size_t n = atomic_load_explicit(&sp_count, memory_order_acquire), bytes = 0, i = 0;
+    size_t n = atomic_load_explicit(&sp_count, memory_order_acquire), bytes = 0;
+    size_t hint = atomic_load_explicit(&claim_hint, memory_order_relaxed);
     for (size_t k = 0; k < n && k < YIELD_LOOK && slots != 0; k++) {
-        i = (yield_next + k) % n;
+        size_t i = (hint + k) % n;
         shoal_superpage_t *sp = sp_table[i];
         if (sp == except)
             continue;
@@ -201,7 +202,6 @@ static void yield_dirty(const shoal_superpage_t *except, size_t slots)
             take |= cand & -cand;
         bytes += purge_slots(i, take, lazy);
     }
-    yield_next = n != 0 ? (i + 1) % n : 0;
     atomic_fetch_add_explicit(&n_purged_bytes, bytes, memory_order_relaxed);
     shoal_unlock(&purge_lock);
 }

@@ -263,6 +263,29 @@ static void test_realloc_growth_takes_from_huge_cache(void **state)
     default_delay_again();
 }
 
+/* The same for the mapping in this thread's huge slot, which before
+ * waited for the purge passes however much the pool grew beside it. */
+static void test_pool_growth_takes_from_huge_slot(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    alloc_collect(true);
+    char *a = alloc_malloc(YIELD_HUGE + YIELD_HUGE / 2);
+    assert_non_null(a);
+    memset(a, 1, YIELD_HUGE + YIELD_HUGE / 2);
+    alloc_free(a);              /* into this thread's huge slot */
+    alloc_stats_t st0 = stats_now();
+    assert_true(st0.huge_cached_bytes >= YIELD_HUGE + YIELD_HUGE / 2);
+    static char *blocks[YIELD_BLOCKS];
+    grow_pool(blocks, YIELD_BLOCKS);
+    alloc_stats_t st1 = stats_now();
+    print_message("huge slot while the pool grew 24 MiB: %zu -> %zu MiB\n",
+                  st0.huge_cached_bytes >> 20, st1.huge_cached_bytes >> 20);
+    assert_int_equal(st1.huge_cached_bytes, 0);
+    free_pool_blocks(blocks, YIELD_BLOCKS);
+    default_delay_again();
+}
+
 /* Growth takes back the oldest cached mapping it has grown as much as:
  * a 16 MiB mapping freed before an 8 MiB one does not keep the 8 MiB
  * one resident until 16 MiB have grown (before, only the oldest of all
@@ -1117,6 +1140,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_thread_huge_slot_purged),
         cmocka_unit_test(test_pool_growth_takes_from_huge_cache),
         cmocka_unit_test(test_realloc_growth_takes_from_huge_cache),
+        cmocka_unit_test(test_pool_growth_takes_from_huge_slot),
         cmocka_unit_test(test_growth_passes_a_big_cached_mapping),
         cmocka_unit_test(test_freed_huge_mapping_serves_smaller_blocks),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),

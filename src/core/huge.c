@@ -227,8 +227,51 @@ static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
  * that no cached memory has gone back for yet (cache_lock). */
 static size_t pool_grown;
 
+/* Bytes the pool and huge reallocs made resident afresh since the
+ * start: a slot's mapping goes once they grew by its size after it was
+ * put (slot_yield). */
+static _Atomic size_t grown_total;
+
+static char *slot_base(uintptr_t w);
+static void unmap(char *base, size_t size);
+
+/* The calling thread's slot (shoal_huge_slot_bind). */
+static __thread shoal_huge_slot_t *tl_slot __attribute__((tls_model("initial-exec")));
+
+void shoal_huge_slot_bind(shoal_huge_slot_t *s)
+{
+    tl_slot = s;
+}
+
+/* The growth rule of the shared cache (below), for this thread's slot,
+ * whose mapping would otherwise wait for the purge passes while the
+ * process grows beside it: `sort -S 12M` frees its 12 MiB buffer into
+ * the slot and then makes 9 MiB of 2 MiB blocks.  Only the holder takes
+ * from its slot this way, as it does at malloc (an exchange: a pass may
+ * have taken the mapping first). */
+static void slot_yield(size_t total)
+{
+    shoal_huge_slot_t *s = tl_slot;
+    if (s == NULL)
+        return;
+    /* Relaxed: the holder wrote both. */
+    size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
+    if (size == 0 || total - s->grown_at < size)
+        return;
+    /* Acquire, paired with the put's release: the header is whole. */
+    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    if (w == 0)
+        return;
+    shoal_lock(&cache_lock);
+    count_live(-1, size);
+    shoal_unlock(&cache_lock);
+    unmap(slot_base(w), size);
+}
+
 void shoal_huge_cache_yield(size_t bytes)
 {
+    slot_yield(atomic_fetch_add_explicit(&grown_total, bytes, memory_order_relaxed) + bytes);
     if (get(&cached_bytes) == 0)
         return;
     cached_map_t out[HUGE_CACHE];
@@ -577,6 +620,7 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
     if (old == SHOAL_HUGE_SLOT_CLOSED)
         return false;
     atomic_store_explicit(&s->size, h->map_size, memory_order_relaxed);
+    s->grown_at = atomic_load_explicit(&grown_total, memory_order_relaxed);
     unlink_block(h);
     s->puts++;
     uintptr_t w = (uintptr_t)base | ((s->puts << 1) & (SHOAL_SP_SIZE - 2));

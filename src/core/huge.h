@@ -46,6 +46,7 @@ typedef struct shoal_huge_slot_s {
     _Atomic uintptr_t map;
     _Atomic size_t size;        /* its size (written by the holder) */
     uintptr_t puts;             /* the holder's count */
+    size_t grown_at;            /* the pool's growth when it was put (huge.c) */
     shoal_counter_t requests;   /* mallocs it served */
 } shoal_huge_slot_t;
 
@@ -58,6 +59,11 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero);
  * to the shared cache: false, and nothing done, if the slot is closed,
  * h was laid out for a large alignment or purging is immediate. */
 bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h);
+
+/* The slot of the calling thread's heap (NULL: none, before its heap
+ * is given up): the pool's growth on this thread takes back the mapping
+ * there as it does the shared cache's (shoal_huge_cache_yield). */
+void shoal_huge_slot_bind(shoal_huge_slot_t *s);
 
 /* The holder empties the slot into the shared cache (thread exit, and
  * when memory runs short). */

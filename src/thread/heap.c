@@ -485,6 +485,7 @@ static shoal_heap_t *heap_acquire(void)
     shoal_peak_update(&heaps_live_peak,
                       atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
     shoal_tl_heap = h;
+    shoal_huge_slot_bind(&h->huge_slot);
     atomic_signal_fence(memory_order_seq_cst);
     tl_transit = NULL;
     if (!tl_exited)
@@ -536,6 +537,7 @@ static void heap_give_up(shoal_heap_t *h)
     tl_transit = h;
     atomic_signal_fence(memory_order_seq_cst);
     shoal_tl_heap = &shoal_empty_heap;
+    shoal_huge_slot_bind(NULL);
     shoal_remote_send_all(h);   /* nothing waits in an outbox nobody holds */
     drain_cache(h);             /* what is not a page is anyone's to reuse */
     h->parked_ms = shoal_os_now_ms();

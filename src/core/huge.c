@@ -294,6 +294,69 @@ void shoal_huge_cache_yield(size_t bytes)
     release_taken(out, n);
 }
 
+/* Put [base, base + size), a piece of the mapping `origin`, in the
+ * shared cache as freed now (cache_lock held; a slot is free). */
+static void cache_piece(char *base, size_t size, char *origin)
+{
+    cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms(), origin };
+    add(&cached_bytes, size, &cached_bytes_peak);
+}
+
+void *shoal_huge_cache_give_chunk(void)
+{
+    /* This thread's slot first: the mapping freed last, by this very
+     * thread, which now grows the pool beside it.  Only its holder takes
+     * from a slot, with the exchange a malloc uses. */
+    shoal_huge_slot_t *s = tl_slot;
+    uintptr_t w = 0;
+    size_t slot_size = s != NULL ? atomic_load_explicit(&s->size, memory_order_relaxed) : 0;
+    char *slot_origin = NULL;
+    if (slot_size >= SHOAL_SP_SIZE) {
+        /* Acquire, paired with the put's release: the header is whole. */
+        w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+        atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+        if (w != 0)
+            slot_origin = ((shoal_huge_t *)slot_base(w))->origin;
+    }
+    char *chunk = NULL;
+    cached_map_t out[1];
+    unsigned n_out = 0;
+    shoal_lock(&cache_lock);
+    if (w != 0) {
+        /* From live (a slot's mapping counts so) to the pool, and the
+         * rest to the cache; room for it there, as retire makes. */
+        count_live(-1, slot_size);
+        chunk = slot_base(w);
+        if (slot_size > SHOAL_SP_SIZE) {
+            if (cached == HUGE_CACHE)
+                take_out(oldest_cached(), out, &n_out);
+            cache_piece(chunk + SHOAL_SP_SIZE, slot_size - SHOAL_SP_SIZE,
+                        slot_origin != NULL ? slot_origin : chunk);
+        }
+    } else {
+        int oldest = -1;
+        for (unsigned i = 0; i < cached; i++)
+            if (cache[i].size >= SHOAL_SP_SIZE &&
+                (oldest < 0 || cache[i].freed_ms < cache[oldest].freed_ms))
+                oldest = (int)i;
+        if (oldest >= 0) {
+            cached_map_t *c = &cache[oldest];
+            chunk = c->base;
+            add(&cached_bytes, -SHOAL_SP_SIZE, NULL);
+            if (c->origin == NULL)
+                c->origin = c->base;
+            c->base += SHOAL_SP_SIZE;
+            c->size -= SHOAL_SP_SIZE;
+            if (c->size == 0)
+                *c = cache[--cached];
+        }
+    }
+    set(&cached_maps, cached, NULL);
+    shoal_unlock(&cache_lock);
+    release_taken(out, n_out);
+    return chunk;
+}
+
 /* The first `bytes` of a reused mapping must read as zero: cheaper than
  * memset, the kernel zeroes - where it will (memory locked by mlock or
  * mlockall refuses MADV_DONTNEED: there a memset does it). */

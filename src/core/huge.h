@@ -106,6 +106,14 @@ void shoal_huge_free(shoal_huge_t *h);
  * sort's buffers, then a hash table). */
 void shoal_huge_cache_yield(size_t bytes);
 
+/* The pool must grow: a 4 MiB chunk of a freed huge mapping to grow
+ * into, cut from the front of the calling thread's slot mapping or of
+ * the oldest cached one that holds a chunk; NULL if none does.  Its
+ * bytes stay charged to the committed account (the pool's dirty bits
+ * answer for them from then on) and may be resident: the caller sets up
+ * its header and counts every slot dirty. */
+void *shoal_huge_cache_give_chunk(void);
+
 /* Heap profiling sampled the live block h, or forgets it before its
  * free: the chunk map's sampled bit sends its free the slow way (the
  * holder of the block). */

@@ -17,6 +17,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <string.h>
 #include "chunk_map.h"
 #include "commit.h"
 #include "counter.h"
@@ -251,13 +252,24 @@ static bool grow(size_t seen)
     size_t n = atomic_load_explicit(&sp_count, memory_order_relaxed);
     if (n != seen)
         goto out;
-    shoal_superpage_t *sp = NULL;
-    bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
-    if (charged && n < SHOAL_MAX_SUPERPAGES)
-        sp = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
-    if (sp == NULL) {
-        if (charged)
+    /* A chunk of a freed huge mapping first: its memory is resident, and
+     * growing into new address space beside it would make the process
+     * hold both (`sort -S 12M` frees its 12 MiB buffer and then makes
+     * 2 MiB blocks).  It is charged already, as the mapping was; every
+     * slot of it counts dirty, and its header must be written whole. */
+    shoal_superpage_t *sp = n < SHOAL_MAX_SUPERPAGES ? shoal_huge_cache_give_chunk() : NULL;
+    uint64_t dirty = ~(uint64_t)0;
+    if (sp != NULL) {
+        memset(sp, 0, sizeof *sp);
+    } else {
+        dirty = 1;
+        bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
+        if (charged && n < SHOAL_MAX_SUPERPAGES)
+            sp = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
+        if (sp == NULL && charged)
             shoal_commit_uncharge(SHOAL_SLOT_SIZE);
+    }
+    if (sp == NULL) {
         if (shoal_opt(ALLOC_OPTION_VERBOSE))
             shoal_warning("no memory for another superpage (%zu committed, MAX_MEMORY %ld)",
                           shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
@@ -269,7 +281,7 @@ static bool grow(size_t seen)
         shoal_os_huge_hint(sp, SHOAL_SP_SIZE);
     /* Fresh memory is zero: only the header's fields need values. */
     atomic_store_explicit(&sp->occupied, 1, memory_order_relaxed);
-    atomic_store_explicit(&sp->dirty, 1, memory_order_relaxed);
+    atomic_store_explicit(&sp->dirty, dirty, memory_order_relaxed);
     sp->index = (uint32_t)n;
     sp->pages[0].kind = SHOAL_SLOT_META;
     sp_table[n] = sp;

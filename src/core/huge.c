@@ -300,6 +300,7 @@ static void cache_piece(char *base, size_t size, char *origin)
 {
     cache[cached++] = (cached_map_t){ base, size, shoal_os_now_ms(), origin };
     add(&cached_bytes, size, &cached_bytes_peak);
+    set(&cached_maps, cached, &cached_peak);
 }
 
 void *shoal_huge_cache_give_chunk(void)

@@ -3,9 +3,12 @@
  *
  * Most of shoal is lock-free and every atomic word is consistent at any
  * instant, so fork only has to worry about the few locks (pool growth and
- * purge, huge cache, heap area): the prepare handler takes them all, in
- * one fixed order, so no other thread holds one at the moment of the
- * fork, and both sides release them afterwards.  The child inherits the
+ * purge, huge cache, heap area): the prepare handler takes them all, so
+ * no other thread holds one at the moment of the fork, and both sides
+ * release them afterwards.  It takes them in the order the code nests
+ * them - profiler, heap area, pool, huge cache (pool growth takes a chunk
+ * of a freed huge mapping under grow_lock) - or it could wait for ever on
+ * a thread that holds one and waits for the next.  The child inherits the
  * forking thread's heap and can free any block it inherited.  Heaps of
  * the parent's other threads are vanished in the child: their pages are
  * rebuilt from the blocks' freed marks and adopted (heap.c).
@@ -33,14 +36,14 @@ static void prepare(void)
         return;
     shoal_prof_lock();          /* first: a sample takes pool and heap locks inside it */
     shoal_heap_fork_prepare();
-    shoal_huge_fork_prepare();
     shoal_pool_fork_prepare();
+    shoal_huge_fork_prepare();
 }
 
 static void release(void)
 {
-    shoal_pool_fork_release();
     shoal_huge_fork_release();
+    shoal_pool_fork_release();
     shoal_prof_unlock();
 }
 

@@ -2,6 +2,8 @@
  *
  *   fork_alloc main     the main thread forks repeatedly
  *   fork_alloc thread   each fork comes from a new, non-main thread
+ *   fork_alloc grow     the main thread forks while another grows the
+ *                       pool into freed huge mappings (below)
  *
  * Worker threads allocate and free all the time (small to huge blocks,
  * so the pool, the large path and the huge cache are all busy), hand
@@ -268,6 +270,132 @@ static void *forker(void *arg)
     return NULL;
 }
 
+/* ---- grow: fork while the pool grows into freed huge mappings --------- */
+
+/* Pool growth takes a chunk of a freed huge mapping, so it holds the
+ * pool's growth lock while it takes the huge cache's: a fork handler that
+ * took those two the other way round hung the parent within a few hundred
+ * growths.  The grower frees a 13 MiB block (it stays in its slot), then
+ * a 9 MiB one (the 13 MiB mapping moves to the shared cache), then keeps
+ * 128 KiB blocks until the pool has grown into them.  It writes a word at
+ * either end of its huge blocks and none in its kept ones, so the process
+ * stays small.  Two more threads make and
+ * free huge blocks all the time. */
+#ifdef DROP_IN_TSAN
+#define GROW_ROUNDS 150
+#else
+#define GROW_ROUNDS 1500
+#endif
+#define GROW_KEPT 35
+#define GROW_WATCHDOG_S 240
+
+/* A huge block of n bytes with a word written at each end, checked and
+ * freed: its mapping, and the chunks the pool takes of it, stay all but
+ * unfaulted. */
+static void touch_free(size_t n, uint32_t word)
+{
+    uint32_t *p = alloc_malloc(n);
+    if (p == NULL)
+        die("grower: out of memory");
+    uint32_t *end = (uint32_t *)((char *)p + n) - 1;
+    *p = *end = word;
+    if (*p != word || *end != word)
+        die("grower: a %zu-byte block changed", n);
+    alloc_free(p);
+}
+
+static void *grower(void *arg)
+{
+    void **kept = arg;
+    uint32_t s = 5;
+    for (int r = 0; r < GROW_ROUNDS; r++) {
+        touch_free((size_t)13 << 20, rnd(&s));
+        touch_free((size_t)9 << 20, rnd(&s));
+        for (int k = 0; k < GROW_KEPT; k++)
+            if ((kept[r * GROW_KEPT + k] = alloc_malloc((size_t)128 << 10)) == NULL)
+                die("grower: out of memory");
+    }
+    atomic_store(&stop, true);
+    return NULL;
+}
+
+static void *huge_churn(void *arg)
+{
+    size_t n = (size_t)(uintptr_t)arg;
+    uint32_t s = (uint32_t)n | 1;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        check_free(block_make(n, rnd(&s)), "huge churner");
+        atomic_fetch_add_explicit(&worker_ops, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void grow_watchdog(int sig)
+{
+    (void)sig;
+    static const char msg[] = "FAIL: fork_alloc grow: not done in the time allowed: "
+                              "fork's prepare handler waits on a lock\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {
+        /* nothing more to say */
+    }
+    _exit(1);
+}
+
+static int grow_mode(void)
+{
+    void **kept = calloc((size_t)GROW_ROUNDS * GROW_KEPT, sizeof *kept);
+    if (kept == NULL)
+        die("out of memory");
+    signal(SIGALRM, grow_watchdog);
+    alarm(GROW_WATCHDOG_S);
+    pthread_t g, c[2];
+    if (pthread_create(&c[0], NULL, huge_churn, (void *)(uintptr_t)(5 << 20)) != 0 ||
+        pthread_create(&c[1], NULL, huge_churn, (void *)(uintptr_t)(17 << 20)) != 0 ||
+        pthread_create(&g, NULL, grower, kept) != 0)
+        die("pthread_create failed");
+    unsigned forks = 0;
+    while (!atomic_load(&stop)) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork: %s", strerror(errno));
+        if (pid == 0) {
+#ifdef DROP_IN_NO_CHILD_THREADS
+            alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
+#endif
+            /* The child can take every lock the handler took. */
+            uint32_t s = forks | 1;
+            void *p = block_make((size_t)6 << 20, rnd(&s)), *q = block_make(100, rnd(&s));
+            const char *why = p == NULL || q == NULL ? "out of memory" : block_check(p);
+            if (why == NULL)
+                why = block_check(q);
+            if (why != NULL)
+                child_fail("block", p, why);
+            alloc_free(p);
+            alloc_free(q);
+            _exit(0);
+        }
+        /* The watchdog covers a child that hangs too. */
+        int st = 0;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("fork %u: the child failed (status %#x)", forks, st);
+        forks++;
+    }
+    alarm(0);
+    pthread_join(g, NULL);
+    pthread_join(c[0], NULL);
+    pthread_join(c[1], NULL);
+    for (size_t i = 0; i < (size_t)GROW_ROUNDS * GROW_KEPT; i++)
+        alloc_free(kept[i]);
+    free(kept);
+    if (atomic_load(&drop_in_errors) != 0)
+        die("%ld damaged blocks in the parent", atomic_load(&drop_in_errors));
+    if (forks == 0 || atomic_load(&worker_ops) == 0)
+        die("no forks or no huge blocks made");
+    printf("fork_alloc grow: %u forks over %d growth rounds, %lu huge blocks: ok\n", forks,
+           GROW_ROUNDS, atomic_load(&worker_ops));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bool from_thread;
@@ -275,8 +403,10 @@ int main(int argc, char **argv)
         from_thread = false;
     else if (argc == 2 && strcmp(argv[1], "thread") == 0)
         from_thread = true;
+    else if (argc == 2 && strcmp(argv[1], "grow") == 0)
+        return grow_mode();
     else {
-        fprintf(stderr, "usage: %s main|thread\n", argv[0]);
+        fprintf(stderr, "usage: %s main|thread|grow\n", argv[0]);
         return 2;
     }
     pthread_t w[WORKERS + 1];

@@ -1153,10 +1153,12 @@ static void test_huge_slot(void **state)
     assert_int_equal(st.huge_cached, 1);
     assert_int_equal(st.huge_live, a.huge_live);
     assert_int_equal(st.huge_live_bytes, a.huge_live_bytes);
-    char *q = alloc_malloc(7 * MiB);                    /* fits the same mapping */
+    /* Fits the same mapping, leaving less than an eighth of it unused
+     * (more would be shed to the shared cache: test_huge_reuse_sheds_tail). */
+    char *q = alloc_malloc(7 * MiB + 512 * KiB);
     assert_ptr_equal(q, p);
-    fill_pat(q + 7 * MiB - 4096, 4096, 3);
-    assert_pattern(q + 7 * MiB - 4096, 4096, 3);
+    fill_pat(q + 7 * MiB + 512 * KiB - 4096, 4096, 3);
+    assert_pattern(q + 7 * MiB + 512 * KiB - 4096, 4096, 3);
     st = stats();
     assert_int_equal(st.huge_cached, 0);
     assert_int_equal(st.huge_live, a.huge_live + 1);
@@ -1250,7 +1252,8 @@ static void test_huge_cache_reuse(void **state)
             fill_pat(p + m - 4096, 4096, 2);
             alloc_stats_t st = stats();
             assert_int_equal(st.huge_live, base.huge_live + 1);
-            assert_int_equal(st.huge_cached, 0);
+            /* The smaller block sheds its mapping's tail to the cache. */
+            assert_int_equal(st.huge_cached, m < n ? 1 : 0);
             assert_int_equal(st.mapped, base.mapped);
             alloc_free(p);
             st = stats();
@@ -1279,12 +1282,26 @@ static bool any_resident(const char *p, size_t n)
     return any;
 }
 
-/* A mapping taken back for a smaller block gives the dirty bytes past
- * the block's end back to the OS (they would stay resident, unused, as
- * long as the block lives), through the thread's slot and through the
- * shared cache, malloc and calloc alike; the block's own bytes keep
- * what was written (malloc) or read as zero (calloc). */
-static void test_huge_reuse_trims(void **state)
+/* Whether every OS page of [p, p + n) is resident. */
+static bool all_resident(const char *p, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < n; off += 64 * page)
+        if (!any_resident(p + off, 1))
+            return false;
+    return true;
+}
+
+/* A mapping taken back for a smaller block sheds the dirty bytes past
+ * the block's end into the cache, through the thread's slot and through
+ * the shared cache, malloc and calloc alike: they stay resident there,
+ * and join the block again when it is freed, so the mapping serves its
+ * own size next with no page to fault (a program alternating 6 and 3 MiB
+ * blocks faulted 50 times as often as under glibc when they were purged
+ * at once); a purge while the block lives gives them back and leaves the
+ * block whole.  The block's own bytes keep what was written (malloc) or
+ * read as zero (calloc). */
+static void test_huge_reuse_sheds_tail(void **state)
 {
     (void)state;
     long saved = purge_off();
@@ -1300,10 +1317,13 @@ static void test_huge_reuse_trims(void **state)
                 assert_non_null(other);
                 alloc_free(other);
             }
+            size_t cached = stats().huge_cached, mapped = stats().mapped;
             size_t n = 5 * MiB;
             char *q = zero ? alloc_calloc(1, n) : alloc_malloc(n);
             assert_ptr_equal(q, p);
-            assert_false(any_resident(q + n + 4096, 3 * MiB - 8192));
+            assert_int_equal(stats().huge_cached, cached);     /* p out, its tail in */
+            assert_true(alloc_usable_size(q) < 5 * MiB + 128 * KiB);
+            assert_true(all_resident(q + n + 128 * KiB, 2 * MiB));
             if (zero) {
                 assert_zeroed(q, 4096);
                 assert_zeroed(q + n - 4096, 4096);
@@ -1311,7 +1331,27 @@ static void test_huge_reuse_trims(void **state)
                 assert_int_equal((unsigned char)q[n - 1], 0x5a);
             }
             fill_pat(q, n, 7);
-            assert_pattern(q, n, 7);
+            alloc_free(q);                              /* joins its tail */
+            char *again = alloc_malloc(8 * MiB);
+            assert_ptr_equal(again, p);
+            assert_true(all_resident(again, 8 * MiB));
+            assert_int_equal(stats().mapped, mapped);
+            alloc_free(again);
+            /* Shed again, then purged while the block lives. */
+            q = alloc_malloc(n);
+            assert_ptr_equal(q, p);
+            fill_pat(q, n, 8);
+            alloc_collect(true);
+            assert_true(stats().mapped <= mapped - 2 * MiB);
+            assert_pattern(q, n, 8);
+            /* A shed block grows past its end (its tail is no longer
+             * its own: the block moves) and shrinks, keeping its bytes. */
+            q = alloc_realloc(q, 7 * MiB);
+            assert_non_null(q);
+            assert_pattern(q, n, 8);
+            q = alloc_realloc(q, 3 * MiB);
+            assert_non_null(q);
+            assert_pattern(q, 3 * MiB, 8);
             alloc_free(q);
         }
     }
@@ -1507,7 +1547,7 @@ static void test_free_sized(void **state)
     alloc_free(other);              /* into the thread's slot: m's to the shared cache */
     void *z = alloc_aligned(4 * MiB, 0);
     assert_non_null(z);
-    assert_int_equal(alloc_usable_size(z), 4 * MiB);      /* in m's mapping */
+    assert_true((char *)z > (char *)m && (char *)z < (char *)m + 8 * MiB);   /* in m's mapping */
     capture_begin();
     alloc_free_aligned_sized(z, 4 * MiB, 0);
     if (capture_end(msg, sizeof msg))
@@ -1691,7 +1731,7 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
         cmocka_unit_test(test_huge_slot),
-        cmocka_unit_test(test_huge_reuse_trims),
+        cmocka_unit_test(test_huge_reuse_sheds_tail),
         cmocka_unit_test(test_huge_cache_burst),
         cmocka_unit_test(test_huge_cache_keeps_big_by_live),
         cmocka_unit_test(test_free_by_thread_without_heap),

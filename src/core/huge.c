@@ -432,6 +432,36 @@ static __attribute__((noinline, returns_nonnull)) void *shed_tail(shoal_huge_t *
     return h->user;
 }
 
+/* h grows to `size` mapped bytes: of its shed tail, if cached still, it
+ * takes back what it needs, in place; the rest stays cached.  (Left
+ * behind by a move, the tail would never join anything again.)  Those
+ * bytes are charged already.  A cut's rest, which starts on a chunk,
+ * stays whole for the blocks it can hold: h moves instead. */
+static void take_back_tail(shoal_huge_t *h, size_t size)
+{
+    if (h->origin == NULL)
+        return;
+    char *end = h->base + h->map_size;
+    shoal_lock(&cache_lock);
+    for (unsigned i = 0; i < cached; i++) {
+        if (cache[i].origin != h->origin || cache[i].base != end || is_chunk_start(end))
+            continue;
+        size_t take = size - h->map_size < cache[i].size ? size - h->map_size : cache[i].size;
+        count_live(-1, h->map_size);
+        h->map_size += take;
+        count_live(1, h->map_size);
+        add(&cached_bytes, -take, NULL);
+        cache[i].base += take;
+        cache[i].size -= take;
+        if (cache[i].size == 0)
+            cache[i] = cache[--cached];
+        set(&cached_maps, cached, NULL);
+        h->usable = h->map_size - (size_t)(h->user - h->base);
+        break;
+    }
+    shoal_unlock(&cache_lock);
+}
+
 /* A block of n bytes in the mapping at base.  A mapping used before
  * holds resident bytes: a block that needs `zero` has them purged, and
  * one that leaves more than an eighth of the mapping unused sheds that
@@ -594,7 +624,10 @@ static size_t budget(void)
  * *base + *size) starts or start where it ends join it (cache_lock
  * held): a mapping cut for a smaller block (cache_take) is whole again
  * once the block is freed, and serves the size it was made for with no
- * new mapping and no fault.  Only pieces of one mapping: two mappings
+ * new mapping and no fault.  A piece below joins only if it starts on a
+ * chunk: a live block's shed tail joined to a freed piece above it would
+ * make one that starts mid-chunk, which nothing can use until that block
+ * is freed (its free joins the tail, and the piece, from below).  Only pieces of one mapping: two mappings
  * the kernel placed side by side stay two, each going back to the OS
  * on its own (shoal_huge_cache_yield gives back the mappings that the
  * growth it answers for covers, one by one). */
@@ -605,7 +638,7 @@ static void join_neighbours(char **base, size_t *size, char *origin)
             i++;
             continue;
         }
-        if (cache[i].base + cache[i].size == *base) {
+        if (cache[i].base + cache[i].size == *base && is_chunk_start(cache[i].base)) {
             *base = cache[i].base;
         } else if (*base + *size != cache[i].base) {
             i++;
@@ -808,14 +841,18 @@ static bool start_offset(uintptr_t off)
 }
 
 /* Where p lies in the freed mapping [base, base + size), which may be
- * mappings joined (join_neighbours): each of them starts on a chunk
- * boundary. */
+ * pieces joined (join_neighbours): a block started on a chunk boundary
+ * in it, and a shed tail (which starts mid-chunk) held none in the chunk
+ * it starts in. */
 static enum shoal_huge_freed freed_place(uintptr_t base, size_t size, const void *p)
 {
     uintptr_t off = (uintptr_t)p - base;
     if (base == 0 || off >= size)
         return SHOAL_HUGE_NOT_FREED;
-    return start_offset(off) || start_offset(off & (SHOAL_SP_SIZE - 1))
+    uintptr_t in_chunk = (uintptr_t)p & (SHOAL_SP_SIZE - 1);
+    bool chunk_inside = (uintptr_t)p - in_chunk >= base;
+    return (is_chunk_start((const char *)base) && start_offset(off)) ||
+                   (chunk_inside && start_offset(in_chunk))
                ? SHOAL_HUGE_FREED_START
                : SHOAL_HUGE_FREED_INSIDE;
 }
@@ -896,6 +933,8 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         return NULL;
     }
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
+    if (size > h->map_size)
+        take_back_tail(h, size);
     size_t old = h->map_size;
     char *old_base = h->base, *origin = h->origin;     /* h lives in the mapping: gone once it moves */
     if (shoal_fits_without_waste(old, size))

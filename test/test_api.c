@@ -1362,7 +1362,8 @@ static void test_huge_reuse_sheds_tail(void **state)
 /* A shed tail belongs with its block.  realloc grows the block back
  * into it, in place (a move left it cached and joined to nothing for
  * good: 200 rounds of 8 MiB freed, 5 MiB made and grown to 7 piled up 69
- * pieces and 215 MiB mapped).  It does not join a freed piece above it
+ * pieces and 215 MiB mapped), and a shrink gives it back with the rest.
+ * It does not join a freed piece above it
  * while its block lives (the piece, starting mid-chunk, could hold no
  * block: the next 17 MiB malloc mapped anew).  A free of an address in
  * it, where no block ever started, is a pointer inside a freed block,
@@ -1390,6 +1391,26 @@ static void test_huge_shed_tail_belongs_to_its_block(void **state)
         alloc_free(r);
     }
     assert_true(stats().huge_cached <= 1);
+    /* Shrunk by more than half, a shed block gives its tail back with
+     * the rest (cut off from it, the tail stayed cached for good: 200
+     * rounds filled the cache's 128 entries, 1 GiB mapped). */
+    alloc_collect(true);
+    size_t mapped0 = stats().mapped;
+    for (int i = 0; i < 20; i++) {
+        char *p = alloc_malloc(24 * MiB);
+        assert_non_null(p);
+        fill_pat(p, 4096, 1);
+        alloc_free(p);
+        char *q = alloc_malloc(16 * MiB);               /* sheds 8 MiB */
+        assert_ptr_equal(q, p);
+        fill_pat(q, 6 * MiB, (uint64_t)i);
+        q = alloc_realloc(q, 6 * MiB);
+        assert_non_null(q);
+        assert_pattern(q, 6 * MiB, (uint64_t)i);
+        alloc_free(q);
+        assert_true(stats().huge_cached <= 1);
+        assert_true(stats().mapped <= mapped0 + 24 * MiB + 128 * KiB);
+    }
 
     alloc_collect(true);
     char *big = alloc_malloc(30 * MiB), *pad = alloc_malloc(3 * MiB);

@@ -434,9 +434,10 @@ static __attribute__((noinline, returns_nonnull)) void *shed_tail(shoal_huge_t *
 
 /* h grows to `size` mapped bytes: of its shed tail, if cached still, it
  * takes back what it needs, in place; the rest stays cached.  (Left
- * behind by a move, the tail would never join anything again.)  Those
- * bytes are charged already.  A cut's rest, which starts on a chunk,
- * stays whole for the blocks it can hold: h moves instead. */
+ * behind by a move, or cut off by a shrink, the tail would never join
+ * anything again: a shrink takes it all.)  Those bytes are charged
+ * already.  A cut's rest, which starts on a chunk, stays whole for the
+ * blocks it can hold: h moves instead. */
 static void take_back_tail(shoal_huge_t *h, size_t size)
 {
     if (h->origin == NULL)
@@ -841,9 +842,11 @@ static bool start_offset(uintptr_t off)
 }
 
 /* Where p lies in the freed mapping [base, base + size), which may be
- * pieces joined (join_neighbours): a block started on a chunk boundary
- * in it, and a shed tail (which starts mid-chunk) held none in the chunk
- * it starts in. */
+ * pieces joined (join_neighbours).  A block started a power of two from
+ * HUGE_HEADER on into a mapping or a piece, each starting on a chunk
+ * boundary (a block aligned to 4 MiB or more at a chunk boundary past
+ * its piece's start); a shed tail (which starts mid-chunk) held none in
+ * the chunk it starts in. */
 static enum shoal_huge_freed freed_place(uintptr_t base, size_t size, const void *p)
 {
     uintptr_t off = (uintptr_t)p - base;
@@ -851,8 +854,9 @@ static enum shoal_huge_freed freed_place(uintptr_t base, size_t size, const void
         return SHOAL_HUGE_NOT_FREED;
     uintptr_t in_chunk = (uintptr_t)p & (SHOAL_SP_SIZE - 1);
     bool chunk_inside = (uintptr_t)p - in_chunk >= base;
+    bool aligned_start = in_chunk == 0 && (uintptr_t)p > base;
     return (is_chunk_start((const char *)base) && start_offset(off)) ||
-                   (chunk_inside && start_offset(in_chunk))
+                   (chunk_inside && (start_offset(in_chunk) || aligned_start))
                ? SHOAL_HUGE_FREED_START
                : SHOAL_HUGE_FREED_INSIDE;
 }
@@ -935,6 +939,8 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
     if (size > h->map_size)
         take_back_tail(h, size);
+    else if (!shoal_fits_without_waste(h->map_size, size))
+        take_back_tail(h, SIZE_MAX);    /* all of it: the shrink unmaps it with the rest */
     size_t old = h->map_size;
     char *old_base = h->base, *origin = h->origin;     /* h lives in the mapping: gone once it moves */
     if (shoal_fits_without_waste(old, size))

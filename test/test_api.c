@@ -1362,7 +1362,8 @@ static void test_huge_reuse_sheds_tail(void **state)
 /* A shed tail belongs with its block.  realloc grows the block back
  * into it, in place (a move left it cached and joined to nothing for
  * good: 200 rounds of 8 MiB freed, 5 MiB made and grown to 7 piled up 69
- * pieces and 215 MiB mapped), and a shrink gives it back with the rest.
+ * pieces and 215 MiB mapped), and on into the cut's rest after it; a
+ * shrink gives the tail back with the rest.
  * It does not join a freed piece above it
  * while its block lives (the piece, starting mid-chunk, could hold no
  * block: the next 17 MiB malloc mapped anew).  A free of an address in
@@ -1391,6 +1392,24 @@ static void test_huge_shed_tail_belongs_to_its_block(void **state)
         alloc_free(r);
     }
     assert_true(stats().huge_cached <= 1);
+    /* Grown past its tail, a block cut from a cached mapping takes the
+     * cut's rest too, in place (it moved, and faulted in all it grew
+     * by). */
+    alloc_collect(true);
+    char *m = alloc_malloc(18 * MiB);
+    assert_non_null(m);
+    memset(m, 1, 18 * MiB);
+    alloc_free(m);
+    size_t mapped_m = stats().mapped;
+    char *g = alloc_malloc(5 * MiB);                    /* cut from m's, its tail shed */
+    assert_ptr_equal(g, m);
+    fill_pat(g, 5 * MiB, 9);
+    g = alloc_realloc(g, 17 * MiB);
+    assert_ptr_equal(g, m);
+    assert_pattern(g, 5 * MiB, 9);
+    assert_int_equal(stats().mapped, mapped_m);
+    fill_pat(g + 5 * MiB, 12 * MiB, 10);
+    alloc_free(g);
     /* Shrunk by more than half, a shed block gives its tail back with
      * the rest (cut off from it, the tail stayed cached for good: 200
      * rounds filled the cache's 128 entries, 1 GiB mapped). */

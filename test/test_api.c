@@ -1292,6 +1292,46 @@ static bool all_resident(const char *p, size_t n)
     return true;
 }
 
+/* A calloc from a reused mapping stores zeros into the pages that are
+ * resident and purges the rest: the block reads as zero everywhere, what
+ * the mapping's last block wrote stays resident (purged, each page would
+ * fault again, and twice where it is read before it is written), and what
+ * that block never touched is not made resident.  Through the thread's
+ * slot and through the shared cache. */
+static void test_huge_calloc_zeroes_in_place(void **state)
+{
+    (void)state;
+    long saved = purge_off();
+    size_t n = 8 * MiB, page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int shared = 0; shared < 2; shared++) {
+        alloc_collect(true);
+        char *p = alloc_malloc(n);
+        assert_non_null(p);
+        /* Written whole, then the second half given back by the program
+         * itself (it may hold pages from an earlier block otherwise). */
+        memset(p, 0xa5, n);
+        char *half = (char *)(((uintptr_t)p + n / 2 + page - 1) & ~(uintptr_t)(page - 1));
+        assert_int_equal(madvise(half, (size_t)(p + n - half) & ~(page - 1), MADV_DONTNEED), 0);
+        alloc_free(p);
+        if (shared) {
+            char *other = alloc_malloc(20 * MiB);   /* takes the slot: p goes on */
+            assert_non_null(other);
+            alloc_free(other);
+        }
+        char *q = alloc_calloc(1, n);
+        assert_ptr_equal(q, p);
+        for (char *at = q; at + page <= half; at += page)
+            assert_true(any_resident(at, 1));
+        assert_false(any_resident(half, (size_t)(q + n - half) & ~(page - 1)));
+        assert_zeroed(q, n);
+        fill_pat(q, n, 9);
+        assert_pattern(q, n, 9);
+        alloc_free(q);
+    }
+    alloc_collect(true);
+    purge_restore(saved);
+}
+
 /* A mapping taken back for a smaller block sheds the dirty bytes past
  * the block's end into the cache, through the thread's slot and through
  * the shared cache, malloc and calloc alike: they stay resident there,
@@ -1836,6 +1876,7 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
         cmocka_unit_test(test_huge_slot),
+        cmocka_unit_test(test_huge_calloc_zeroes_in_place),
         cmocka_unit_test(test_huge_reuse_sheds_tail),
         cmocka_unit_test(test_huge_shed_tail_belongs_to_its_block),
         cmocka_unit_test(test_huge_cache_burst),

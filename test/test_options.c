@@ -391,8 +391,8 @@ static const char *child_malloc;
  * call; this process read it long ago.  So each case runs this program
  * again with SHOAL_* set, and the child prints every option's value
  * (main, --print-options).  Its stdout and stderr come back in out/err. */
-static void run_child(const char *const *env, size_t nenv, char *out, size_t outcap, char *err,
-                      size_t errcap)
+static pid_t run_child(const char *const *env, size_t nenv, char *out, size_t outcap, char *err,
+                       size_t errcap)
 {
     int po[2], pe[2];
     assert_int_equal(pipe(po), 0);
@@ -440,6 +440,7 @@ static void run_child(const char *const *env, size_t nenv, char *out, size_t out
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("child failed (status %d): %s", status, err);
+    return pid;
 }
 
 /* The value the child printed for option o. */
@@ -489,7 +490,12 @@ static void test_environment(void **state)
         kv[2 * i] = var[i];
         kv[2 * i + 1] = env[i].text;
     }
-    run_child(kv, 2 * N, out, sizeof out, err, sizeof err);
+    /* The child's leak report (PROF_LEAKS) lands in the working
+     * directory: not left there. */
+    char report[64];
+    snprintf(report, sizeof report, "shoal.%d.leaks.heap",
+             (int)run_child(kv, 2 * N, out, sizeof out, err, sizeof err));
+    unlink(report);
     for (size_t i = 0; i < N; i++)
         if (child_value(out, env[i].o) != env[i].want)
             fail_msg("SHOAL_%s=%s gave %ld", names[env[i].o], env[i].text,

@@ -383,14 +383,10 @@ void *shoal_huge_cache_give_chunk(void)
     return chunk;
 }
 
-/* The first `bytes` of a reused mapping must read as zero: cheaper than
- * memset, the kernel zeroes - where it will (memory locked by mlock or
- * mlockall refuses MADV_DONTNEED: there a memset does it). */
+/* The first `bytes` of a reused mapping must read as zero. */
 static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
 {
-    size_t len = shoal_align_up(bytes, SHOAL_OS_PAGE);
-    if (!shoal_os_purge(base, len, false))
-        memset(base, 0, len);
+    shoal_os_zero(base, shoal_align_up(bytes, SHOAL_OS_PAGE));
 }
 
 /* A mapping taken back for h, a block that reaches `reach` bytes into

@@ -96,6 +96,43 @@ bool shoal_os_purge(void *addr, size_t size, bool lazy)
     return zero;
 }
 
+/* Zeroing memory that is resident costs a memset; purging it costs as
+ * much again in page faults when it is used, and in a process whose
+ * other threads run, a read of a purged page maps the shared zero page,
+ * so its first write takes a second fault and a TLB shootdown to every
+ * CPU the process runs on (a calloc'd table read before it is written:
+ * 2 threads, 2-40 MiB blocks, 15.8 s against 7.7 with the memset).  So
+ * mincore(2) says which pages are resident, a window at a time: those
+ * are memset, the rest purged, which costs little where nothing is
+ * mapped.  Where mincore fails, everything is purged (memset where the
+ * kernel refuses: memory locked by mlock). */
+void shoal_os_zero(void *addr, size_t size)
+{
+    enum { WINDOW = 512 };      /* pages asked about at once */
+    unsigned char vec[WINDOW];
+    int saved = errno;
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    char *p = addr, *end = p + (size + ps - 1) / ps * ps;
+    while (p < end) {
+        size_t pages = (size_t)(end - p) / ps;
+        if (pages > WINDOW)
+            pages = WINDOW;
+        if (mincore(p, pages * ps, vec) != 0)
+            memset(vec, 0, pages);
+        for (size_t i = 0, j; i < pages; i = j) {
+            bool resident = vec[i] & 1;
+            for (j = i + 1; j < pages && (bool)(vec[j] & 1) == resident; j++) {
+            }
+            char *run = p + i * ps;
+            size_t len = (j - i) * ps;
+            if (resident || !shoal_os_purge(run, len, false))
+                memset(run, 0, len);
+        }
+        p += pages * ps;
+    }
+    errno = saved;
+}
+
 void shoal_os_prefault(void *addr, size_t size)
 {
     int saved = errno;

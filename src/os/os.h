@@ -42,6 +42,12 @@ void shoal_os_release(void *addr, size_t size);
  * the range is known to read as zero afterwards. */
 bool shoal_os_purge(void *addr, size_t size, bool lazy);
 
+/* Make [addr, addr+size) read as zero, rounded up to whole pages (addr
+ * on a page boundary), keeping what
+ * is resident resident: resident pages are written with zeros, the
+ * others purged (a page swapped out still holds its bytes). */
+void shoal_os_zero(void *addr, size_t size);
+
 /* Populate [addr, addr+size) now (MADV_POPULATE_WRITE, falling back to
  * touching each page).  Best effort. */
 void shoal_os_prefault(void *addr, size_t size);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "shoal.h"
+#include "core/huge.h"
 #include "core/page.h"
 #include "core/pool.h"
 #include "core/size_class.h"
@@ -917,6 +918,62 @@ static void test_idle_outbox_to_parked_heap(void **state)
     assert_true(home);
 }
 
+/* A purge pass claims an idle thread's huge slot the way it claims an
+ * outbox (sync.h): it takes the mapping only where, after its barrier,
+ * the holder is not in its turn.  The test plays the holder: its slot
+ * holds a mapping and it stays in its turn while another thread forces
+ * a pass, which must leave the mapping (taken, the holder's next malloc
+ * would get a mapping that is gone); once the holder is out of its
+ * turn, the next pass takes it. */
+#define SLOT_HUGE ((size_t)6 << 20)
+
+static void *force_pass(void *arg)
+{
+    (void)arg;
+    alloc_collect(true);
+    return NULL;
+}
+
+static void run_force_pass(void)
+{
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, force_pass, NULL), 0);
+    pthread_join(t, NULL);
+}
+
+static void test_huge_slot_claim_waits_for_holder(void **state)
+{
+    (void)state;
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);  /* ours only */
+    alloc_collect(true);
+    unsigned char *p = alloc_malloc(SLOT_HUGE);
+    assert_non_null(p);
+    memset(p, 0x3c, SLOT_HUGE);
+    alloc_free(p);                              /* into this thread's slot */
+    alloc_stats_t held = { .size = sizeof held }, st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&held), 0);
+    assert_true(held.huge_cached >= 1);
+    shoal_huge_slot_t *slot = &shoal_tl_heap->huge_slot;
+    assert_true(shoal_holder_enter(&slot->turn));
+    run_force_pass();
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.huge_cached, held.huge_cached);     /* left to the holder */
+    assert_int_equal(st.mapped, held.mapped);
+    shoal_holder_leave(&slot->turn);
+    run_force_pass();
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.huge_cached, 0);
+    assert_true(st.mapped + SLOT_HUGE <= held.mapped);
+    p = alloc_malloc(SLOT_HUGE);                /* a new mapping, whole */
+    assert_non_null(p);
+    memset(p, 0x3d, SLOT_HUGE);
+    assert_int_equal(p[SLOT_HUGE - 1], 0x3d);
+    alloc_free(p);
+    alloc_collect(true);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 /* The purger registers for membarrier(2) on its own thread.  A
  * process's first registration waits out an RCU grace period in the
  * kernel (7 ms under strace here), and the thread whose malloc started
@@ -952,6 +1009,7 @@ int main(void)
         cmocka_unit_test(test_fork_with_batches_in_flight),
         cmocka_unit_test(test_idle_outbox_to_live_owner),
         cmocka_unit_test(test_idle_outbox_to_parked_heap),
+        cmocka_unit_test(test_huge_slot_claim_waits_for_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

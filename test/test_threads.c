@@ -215,11 +215,76 @@ static void test_collect_takes_forwarded_blocks(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
 }
 
+/* A thread cycles huge blocks through its huge slot (each free puts the
+ * mapping there, each malloc takes it back, in the holder's turn with
+ * plain loads and stores) while another forces purge passes, which claim
+ * the slot and take its mapping whenever the holder is away from it
+ * (huge.c, sync.h).  Were both ever to take the same mapping, the pass
+ * would unmap a live block, or the holder hand out a mapping that is
+ * gone: each block is written at both ends and checked before its free,
+ * and the purger runs its own passes too (a delay of 1 ms). */
+#define CYCLE_HUGE ((size_t)6 << 20)
+#ifdef UNDER_TSAN
+#define CYCLES 300
+#else
+#define CYCLES 3000
+#endif
+static _Atomic int cycler_done;
+
+static void *cycle_huge(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < CYCLES; i++) {
+        unsigned char *p = alloc_malloc(CYCLE_HUGE - (size_t)(i % 4) * 4096);
+        if (p == NULL) {
+            atomic_fetch_add(&corrupt, 1);
+            break;
+        }
+        size_t n = CYCLE_HUGE - (size_t)(i % 4) * 4096;
+        p[0] = (unsigned char)i;
+        p[n - 1] = (unsigned char)(i + 1);
+        sched_yield();
+        if (p[0] != (unsigned char)i || p[n - 1] != (unsigned char)(i + 1))
+            atomic_fetch_add(&corrupt, 1);
+        alloc_free(p);
+    }
+    atomic_store(&cycler_done, 1);
+    return NULL;
+}
+
+static void test_huge_slot_against_passes(void **state)
+{
+    (void)state;
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1), 0);
+    alloc_collect(true);
+    alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&base), 0);
+    atomic_store(&cycler_done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cycle_huge, NULL), 0);
+    long passes = 0;
+    while (!atomic_load(&cycler_done)) {
+        alloc_collect(true);
+        passes++;
+    }
+    pthread_join(t, NULL);
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    print_message("huge slot: %d cycles against %ld forced passes\n", CYCLES, passes);
+    assert_int_equal(atomic_load(&corrupt), 0);
+    assert_int_equal(st.huge_live, base.huge_live);
+    assert_int_equal(st.huge_cached, 0);
+    assert_true(st.mapped <= base.mapped);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_thread_frees),
         cmocka_unit_test(test_collect_takes_forwarded_blocks),
+        cmocka_unit_test(test_huge_slot_against_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

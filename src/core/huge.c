@@ -268,6 +268,30 @@ void shoal_huge_slot_bind(shoal_huge_slot_t *s)
     tl_slot = s;
 }
 
+/* The holder puts `w` in its slot (0: empties it) and gets the word that
+ * was there (0 if a pass took the mapping).  In the holder's turn
+ * (sync.h) a plain load and store; where a pass claims the slot, an
+ * exchange: the pass takes with a compare-and-swap, and of two atomic
+ * read-modify-writes on the word one comes first.  Nothing else runs
+ * in the turn: a pass on this thread (a slow path's) never finds the
+ * holder in it. */
+static uintptr_t slot_swap(shoal_huge_slot_t *s, uintptr_t w)
+{
+    if (shoal_likely(shoal_holder_enter(&s->turn))) {
+        /* Relaxed load: the word is the holder's own put, or a pass's
+         * mark on it, which carries nothing.  Release store: the header
+         * of the mapping put is whole for a pass that takes it (its
+         * compare-and-swap acquires). */
+        uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
+        atomic_store_explicit(&s->map, w, memory_order_release);
+        shoal_holder_leave(&s->turn);
+        return old;
+    }
+    /* Acquire for a header the holder did not write (a heap's earlier
+     * holder's), release as above. */
+    return atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
+}
+
 /* The growth rule of the shared cache (below), for this thread's slot,
  * whose mapping would otherwise wait for the purge passes while the
  * process grows beside it: `sort -S 12M` frees its 12 MiB buffer into
@@ -283,8 +307,7 @@ static void slot_yield(size_t total)
     size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
     if (size == 0 || total - s->grown_at < size)
         return;
-    /* Acquire, paired with the put's release: the header is whole. */
-    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    uintptr_t w = slot_swap(s, 0);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w == 0)
         return;
@@ -338,8 +361,7 @@ void *shoal_huge_cache_give_chunk(void)
     size_t slot_size = s != NULL ? atomic_load_explicit(&s->size, memory_order_relaxed) : 0;
     char *slot_origin = NULL;
     if (slot_size >= SHOAL_SP_SIZE) {
-        /* Acquire, paired with the put's release: the header is whole. */
-        w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+        w = slot_swap(s, 0);
         atomic_store_explicit(&s->size, 0, memory_order_relaxed);
         if (w != 0)
             slot_origin = ((shoal_huge_t *)slot_base(w))->origin;
@@ -746,9 +768,7 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
         shoal_huge_slot_drain(s);
         return NULL;
     }
-    /* Acquire: the mapping's header, written before the put's release,
-     * is read below; a pass that took it first leaves 0. */
-    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    uintptr_t w = slot_swap(s, 0);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w == 0)
         return NULL;            /* a purge pass took it */
@@ -781,9 +801,8 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
     } else {
         /* The newest mapping is the likeliest to serve the next malloc:
          * it takes the place of the one there, which goes to the shared
-         * cache (unless a pass took it meanwhile).  Release as above;
-         * acquire for the old mapping's header, which retire reads. */
-        old = atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
+         * cache (unless a pass took it meanwhile). */
+        old = slot_swap(s, w);
         if (old != 0)
             retire(slot_base(old), slot_size(old), slot_origin(old));
     }
@@ -796,8 +815,7 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s)
     /* Relaxed: only the holder closes a slot, and this is the holder. */
     if (atomic_load_explicit(&s->map, memory_order_relaxed) == SHOAL_HUGE_SLOT_CLOSED)
         return;
-    /* Acquire, paired with the put's release: retire reads the header. */
-    uintptr_t w = atomic_exchange_explicit(&s->map, 0, memory_order_acquire);
+    uintptr_t w = slot_swap(s, 0);
     atomic_store_explicit(&s->size, 0, memory_order_relaxed);
     if (w != 0)
         retire(slot_base(w), slot_size(w), slot_origin(w));
@@ -811,32 +829,65 @@ void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed)
     atomic_store_explicit(&s->map, closed ? SHOAL_HUGE_SLOT_CLOSED : 0, memory_order_relaxed);
 }
 
-void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
+/* The slot's mapping leaves it for the OS (a pass that took it). */
+static void slot_unmap(uintptr_t w)
 {
-    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
-    if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED ||
-        (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
-        return;
-    if (!force && (w & 1) == 0) {
-        /* Marked for the next pass.  Relaxed: the mark carries nothing,
-         * and a failure means the holder took the mapping or put another
-         * (the count in `map` tells them apart), which this pass leaves. */
-        atomic_compare_exchange_strong_explicit(&s->map, &w, w | 1, memory_order_relaxed,
-                                                memory_order_relaxed);
-        (*waiting)++;
-        return;
-    }
-    /* Acquire, paired with the put's release: the header is whole. */
-    if (!atomic_compare_exchange_strong_explicit(&s->map, &w, 0, memory_order_acquire,
-                                                 memory_order_relaxed)) {
-        (*waiting)++;
-        return;
-    }
     size_t size = slot_size(w);
     shoal_lock(&cache_lock);
     count_live(-1, size);
     shoal_unlock(&cache_lock);
     unmap(slot_base(w), size);
+}
+
+bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
+{
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
+    if (w == 0 || w == SHOAL_HUGE_SLOT_CLOSED ||
+        (!force && shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) < 0))
+        return false;
+    if (!force && (w & 1) == 0) {
+        /* Marked for the next pass.  Relaxed: the mark carries nothing,
+         * and a failure means the holder took the mapping or put another
+         * (the count in `map` tells them apart), which this pass leaves.
+         * A holder's plain store in its turn may overwrite the mark: it
+         * took the mapping, or put another. */
+        atomic_compare_exchange_strong_explicit(&s->map, &w, w | 1, memory_order_relaxed,
+                                                memory_order_relaxed);
+        (*waiting)++;
+        return false;
+    }
+    if (s == tl_slot) {
+        /* This thread holds the slot, and is not in its turn. */
+        w = slot_swap(s, 0);
+        atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+        if (w != 0)
+            slot_unmap(w);
+        return false;
+    }
+    shoal_claimer_raise(&s->turn);
+    return true;
+}
+
+void shoal_huge_slot_take_claimed(shoal_huge_slot_t *s, bool force, bool fenced,
+                                  size_t *waiting)
+{
+    if (!shoal_claimer_raised(&s->turn))
+        return;
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
+    /* Still marked (the holder neither took nor put since the pass
+     * before), or any mapping for a forced pass.  Acquire, paired with
+     * the put's release: the header is whole. */
+    bool took = shoal_claimer_may_take(&s->turn, fenced) && w != 0 &&
+                w != SHOAL_HUGE_SLOT_CLOSED && (force || (w & 1) != 0) &&
+                atomic_compare_exchange_strong_explicit(&s->map, &w, 0, memory_order_acquire,
+                                                        memory_order_relaxed);
+    shoal_claimer_release(&s->turn);
+    if (!took) {
+        if (fenced)
+            (*waiting)++;       /* the holder was at it: the next pass */
+        return;
+    }
+    slot_unmap(w);
 }
 
 /* Whether a block may start `off` bytes into a mapping: a block of any

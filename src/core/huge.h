@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include "chunk_map.h"
 #include "counter.h"
+#include "sync.h"
 
 typedef struct shoal_huge_s {
     char *base;                 /* the mapping */
@@ -27,13 +28,14 @@ typedef struct shoal_huge_s {
 void *shoal_huge_alloc(size_t size, size_t align, bool zero);
 
 /* A thread's huge slot: the last huge mapping its thread freed, kept in
- * the thread's heap for its next malloc of a similar size, with no lock
- * and no clock (the pair is one exchange).  Only its holder puts a
- * mapping in; the holder takes it back with an exchange, and so may a
- * purge pass from any thread: a pass marks the mapping it finds, and
- * the next pass that finds it still marked unmaps it, so an idle
- * thread's mapping goes back to the OS after one to two purge delays
- * (at once with PURGE_DELAY_MS 0, never with -1).  The statistics count
+ * the thread's heap for its next malloc of a similar size, with no lock,
+ * no clock and no atomic read-modify-write.  Only its holder puts a
+ * mapping in; the holder takes it back, in its turn (sync.h), and so may
+ * a purge pass from any thread, on a claim: a pass marks the mapping it
+ * finds, and the next pass that finds it still marked unmaps it, so an
+ * idle thread's mapping goes back to the OS after one to two purge
+ * delays (at once with PURGE_DELAY_MS 0, never with -1), where
+ * membarrier(2) is to be had (the claim's barrier).  The statistics count
  * it as cached, and its exact peaks (live_peak, bins) as live. */
 /* The `map` of a slot that takes nothing: the empty heap's, which every
  * thread without a heap shares. */
@@ -45,6 +47,7 @@ typedef struct shoal_huge_slot_s {
      * the same mapping, and bit 0: marked by a pass.  0: empty. */
     _Atomic uintptr_t map;
     _Atomic size_t size;        /* its size (written by the holder) */
+    shoal_turn_flags_t turn;    /* the holder's against a pass's claim */
     uintptr_t puts;             /* the holder's count */
     size_t grown_at;            /* the pool's growth when it was put (huge.c) */
     shoal_counter_t requests;   /* mallocs it served */
@@ -74,10 +77,16 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s);
  * samples there). */
 void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed);
 
-/* A purge pass (any thread): unmap a mapping the previous pass marked (any
- * with `force`), mark one it has not; adds 1 to *waiting for a mapping
- * left for the next pass. */
-void shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
+/* A purge pass (any thread, one at a time): mark a mapping the previous
+ * pass has not; claim one it marked (any with `force`), and return true,
+ * unless the slot is the calling thread's, whose mapping it unmaps at
+ * once.  After its claims, the pass calls shoal_os_barrier_all and then
+ * _take_claimed on each slot (`fenced`: the barrier succeeded), which
+ * unmaps the claimed mapping unless its holder was at the slot.  Both add
+ * 1 to *waiting for a mapping left for the next pass. */
+bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
+void shoal_huge_slot_take_claimed(shoal_huge_slot_t *s, bool force, bool fenced,
+                                  size_t *waiting);
 
 /* Where p lies in a freed huge block's mapping that shoal still holds,
  * for naming a bad pointer: at a place where a block of some alignment

@@ -100,4 +100,77 @@ static inline void shoal_once_end(_Atomic int *state)
     atomic_store_explicit(state, SHOAL_ONCE_DONE, memory_order_release);
 }
 
+/* A holder's turn at something that one other party, a claimer, may
+ * take from it while the holder is away: an idle thread's outbox
+ * (remote.c) or huge slot (huge.c), claimed by a purge pass.  The
+ * holder raises `busy`, then reads `steal`, and goes on only if it is
+ * 0; the claimer raises `steal`, then, after shoal_os_barrier_all,
+ * reads `busy`, and takes only if it is 0.  With a full barrier between
+ * each side's store and its load, at least one side sees the other's
+ * flag (Dekker): they are never both inside.  The holder's barrier is
+ * only a compiler barrier, which costs it no atomic read-modify-write:
+ * membarrier(2) (PRIVATE_EXPEDITED) makes every running thread of the
+ * process execute a full barrier before it returns, and a thread not
+ * running passed one when it was switched out, which orders the
+ * holder's store before its load wherever that could matter (the
+ * asymmetric fence of liburcu's membarrier flavour).  What the holder
+ * did in its turn crosses with the flags: the claimer's acquire of
+ * busy == 0 reads the holder's release at the end of its last turn, the
+ * holder's acquire of steal == 0 the claimer's release when it is done.
+ * A claimer whose barrier failed takes nothing.  ThreadSanitizer sees
+ * no membarrier: there both sides use sequentially consistent
+ * exchanges. */
+typedef struct shoal_turn_flags_s {
+    _Atomic uint32_t busy;              /* the holder is at work */
+    _Atomic uint32_t steal;             /* a claimer claims */
+} shoal_turn_flags_t;
+
+#ifdef SHOAL_TSAN
+#define SHOAL_TURN_RAISE(flag) ((void)atomic_exchange_explicit(flag, 1, memory_order_seq_cst))
+#define SHOAL_TURN_LOOK memory_order_seq_cst
+#else
+#define SHOAL_TURN_RAISE(flag)                                                           \
+    (atomic_store_explicit(flag, 1, memory_order_relaxed), atomic_signal_fence(memory_order_seq_cst))
+#define SHOAL_TURN_LOOK memory_order_acquire
+#endif
+
+/* The holder's turn; false if a claimer is at it. */
+static inline bool shoal_holder_enter(shoal_turn_flags_t *t)
+{
+    SHOAL_TURN_RAISE(&t->busy);
+    if (__builtin_expect(atomic_load_explicit(&t->steal, SHOAL_TURN_LOOK) == 0, 1))
+        return true;
+    /* Release, as a leave: the claimer may read this store of busy. */
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+    return false;
+}
+
+static inline void shoal_holder_leave(shoal_turn_flags_t *t)
+{
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
+
+/* The claimer: raise the claim; after the barrier (`fenced`: it
+ * succeeded), whether the holder is away, so that it may take; then
+ * let the claim go. */
+static inline void shoal_claimer_raise(shoal_turn_flags_t *t)
+{
+    SHOAL_TURN_RAISE(&t->steal);
+}
+
+static inline bool shoal_claimer_raised(shoal_turn_flags_t *t)
+{
+    return atomic_load_explicit(&t->steal, memory_order_relaxed) != 0;
+}
+
+static inline bool shoal_claimer_may_take(shoal_turn_flags_t *t, bool fenced)
+{
+    return fenced && atomic_load_explicit(&t->busy, SHOAL_TURN_LOOK) == 0;
+}
+
+static inline void shoal_claimer_release(shoal_turn_flags_t *t)
+{
+    atomic_store_explicit(&t->steal, 0, memory_order_release);
+}
+
 #endif

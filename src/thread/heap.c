@@ -637,10 +637,21 @@ size_t shoal_heap_reclaim(bool force)
     tl_reclaiming = true;
     size_t waiting = retire_parked(force, false);
     waiting += shoal_orphanage_reclaim(force);
-    /* Huge mappings that live threads keep for reuse, unused for a pass. */
-    for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all)
-        shoal_huge_slot_age(&h->huge_slot, force, &waiting);
+    /* Huge mappings that live threads keep for reuse, unused for a pass:
+     * claimed, then taken after one barrier for all (huge.h).  A forced
+     * pass promises everything back: where the purger has not registered
+     * the process for the barrier, it does, waiting out the kernel's
+     * grace period (milliseconds, once). */
+    shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
+    bool claimed = false;
+    for (h = all; h != NULL; h = h->next_all)
+        claimed |= shoal_huge_slot_age(&h->huge_slot, force, &waiting);
+    if (claimed) {
+        bool fenced = shoal_os_barrier_all() ||
+                      (force && shoal_os_barrier_register() && shoal_os_barrier_all());
+        for (h = all; h != NULL; h = h->next_all)
+            shoal_huge_slot_take_claimed(&h->huge_slot, force, fenced, &waiting);
+    }
     tl_reclaiming = false;
     shoal_turn_give(&reclaiming);
     return waiting;

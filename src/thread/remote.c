@@ -88,26 +88,12 @@ void shoal_remote_send_one(shoal_heap_t *by, shoal_heap_t *dest, shoal_block_t *
  * dismantles the heaps parked for a delay, which a thread that comes
  * next would have taken over warm (larson's peak RSS 9.0 -> 11.4 MiB).
  *
- * The exclusion costs the holder no atomic read-modify-write.  The
- * holder raises `busy`, then reads `steal`, and goes on only if it is 0;
- * the purger raises `steal`, then reads `busy`, and takes the outbox
- * only if it is 0.  With a full barrier between each side's store and
- * its load, at least one side sees the other's flag (Dekker): they are
- * never both inside.  The holder's barrier is only a compiler barrier:
- * the purger's membarrier(2) (PRIVATE_EXPEDITED) makes every running
- * thread of the process execute a full barrier before it returns, and a
- * thread not running passed one when it was switched out, which orders
- * the holder's store before its load wherever that could matter
- * (the asymmetric fence of liburcu's membarrier flavour).  The
- * contents cross with the flags: the purger's acquire of busy == 0
- * reads the holder's release at the end of its last turn, the holder's
- * acquire of steal == 0 the purger's release after its take.  The take
- * copies the batches out and empties the outbox, and lets it go before
- * it sends them: a holder that finds its outbox claimed sends the block
- * at hand alone, or waits a few stores.  Where membarrier fails, the
- * purger takes nothing, and stops claiming.  Under ThreadSanitizer,
- * which sees no membarrier, both sides use sequentially consistent
- * exchanges.
+ * The exclusion is a holder's turn against a claimer's (sync.h): the
+ * holder's costs it no atomic read-modify-write.  The take copies the
+ * batches out and empties the outbox, and lets it go before it sends
+ * them: a holder that finds its outbox claimed sends the block at hand
+ * alone, or waits a few stores.  Where membarrier fails, the purger
+ * takes nothing, and stops claiming.
  *
  * A scan takes the outboxes that have held blocks since before the scan
  * before it: `since` is the scan number current when the outbox last
@@ -124,32 +110,6 @@ bool shoal_remote_stealer_runs(void)
 void shoal_remote_stealer_set(bool on)
 {
     atomic_store_explicit(&stealer_on, on, memory_order_relaxed);
-}
-
-#ifdef SHOAL_TSAN
-#define RAISE(flag) atomic_exchange_explicit(flag, 1, memory_order_seq_cst)
-#define LOOK_ORDER memory_order_seq_cst
-#else
-#define RAISE(flag)                                                   \
-    (atomic_store_explicit(flag, 1, memory_order_relaxed),            \
-     atomic_signal_fence(memory_order_seq_cst))
-#define LOOK_ORDER memory_order_acquire
-#endif
-
-/* The holder's turn in its outbox; false if the purger has claimed it. */
-static inline bool outbox_enter(shoal_outbox_t *out)
-{
-    RAISE(&out->busy);
-    if (shoal_likely(atomic_load_explicit(&out->steal, LOOK_ORDER) == 0))
-        return true;
-    /* Release, as a leave: the purger may read this store of busy. */
-    atomic_store_explicit(&out->busy, 0, memory_order_release);
-    return false;
-}
-
-static inline void outbox_leave(shoal_outbox_t *out)
-{
-    atomic_store_explicit(&out->busy, 0, memory_order_release);
 }
 
 /* Empty the outbox (its holder in its turn, or the purger on its
@@ -185,11 +145,11 @@ static void send_held(shoal_heap_t *me, shoal_outbox_t *out)
 void shoal_remote_send_all(shoal_heap_t *me)
 {
     shoal_outbox_t *out = &me->outbox;
-    while (!outbox_enter(out))
-        while (atomic_load_explicit(&out->steal, memory_order_relaxed) != 0)
+    while (!shoal_holder_enter(&out->turn))
+        while (shoal_claimer_raised(&out->turn))
             sched_yield();
     send_held(me, out);
-    outbox_leave(out);
+    shoal_holder_leave(&out->turn);
 }
 
 uint32_t shoal_remote_scan_begin(void)
@@ -207,20 +167,18 @@ bool shoal_remote_claim_idle(shoal_heap_t *h, uint32_t scan)
     uint32_t since = atomic_load_explicit(&h->outbox.since, memory_order_relaxed);
     if (since == 0 || since == scan)
         return false;
-    RAISE(&h->outbox.steal);
+    shoal_claimer_raise(&h->outbox.turn);
     return true;
 }
 
 void shoal_remote_take_claimed(shoal_heap_t *h, bool fenced)
 {
     shoal_outbox_t *out = &h->outbox;
-    if (atomic_load_explicit(&out->steal, memory_order_relaxed) == 0)
+    if (!shoal_claimer_raised(&out->turn))
         return;
     shoal_outbox_slot_t got[SHOAL_OUTBOX_SLOTS];
-    unsigned n = fenced && atomic_load_explicit(&out->busy, LOOK_ORDER) == 0
-                     ? outbox_empty(out, got)
-                     : 0;
-    atomic_store_explicit(&out->steal, 0, memory_order_release);
+    unsigned n = shoal_claimer_may_take(&out->turn, fenced) ? outbox_empty(out, got) : 0;
+    shoal_claimer_release(&out->turn);
     send_batches(NULL, got, n);
 }
 
@@ -248,20 +206,20 @@ static __attribute__((noinline)) void start_batch(shoal_heap_t *me, shoal_outbox
         atomic_store_explicit(&out->since, atomic_load_explicit(&scan_now, memory_order_relaxed),
                               memory_order_relaxed);
     out->bytes += size;
-    outbox_leave(out);
+    shoal_holder_leave(&out->turn);
 }
 
 /* The outbox is full: everything goes, and the holder's turn ends. */
 static __attribute__((noinline)) void send_full(shoal_heap_t *me)
 {
     send_held(me, &me->outbox);
-    outbox_leave(&me->outbox);
+    shoal_holder_leave(&me->outbox.turn);
 }
 
 void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, size_t size)
 {
     shoal_outbox_t *out = &me->outbox;
-    if (shoal_unlikely(!outbox_enter(out))) {
+    if (shoal_unlikely(!shoal_holder_enter(&out->turn))) {
         shoal_remote_send_one(me, dest, b);     /* the purger is at it */
         return;
     }
@@ -278,7 +236,7 @@ void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, s
         send_full(me);
         return;
     }
-    outbox_leave(out);
+    shoal_holder_leave(&out->turn);
 }
 
 /* The page of b, if b is a freed block of a page; `near` is a block known

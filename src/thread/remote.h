@@ -33,6 +33,7 @@
 #include <urcu/wfcqueue.h>
 #include "../core/layout.h"
 #include "../core/page.h"
+#include "../core/sync.h"
 
 #define SHOAL_OUTBOX_SLOTS 16           /* owners an outbox batches for at once */
 #define SHOAL_OUTBOX_BYTES (16 << 10)   /* what it holds before it sends */
@@ -44,13 +45,12 @@ typedef struct shoal_outbox_slot_s {
     struct cds_wfcq_node *first, *last;
 } shoal_outbox_slot_t;
 
-/* The purger's claim on an idle outbox (remote.c, "Idle outboxes"):
- * `busy` is written by the holder, `steal` by the purger, `since` by the
+/* The purger's claim on an idle outbox (remote.c, "Idle outboxes"): the
+ * holder's turn against the purger's (sync.h); `since` is written by the
  * holder and by the purger when it empties the outbox. */
 typedef struct shoal_outbox_s {
     size_t bytes;                       /* held in all batches */
-    _Atomic uint32_t busy;              /* the holder is at work in it */
-    _Atomic uint32_t steal;             /* the purger claims it */
+    shoal_turn_flags_t turn;
     _Atomic uint32_t since;             /* the scan it last filled in, 0: empty */
     shoal_outbox_slot_t slot[SHOAL_OUTBOX_SLOTS];
 } shoal_outbox_t;

@@ -115,25 +115,31 @@ static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k
     free_rare(p);
 }
 
-/* What the block-start test sends on: a large block goes to this
- * thread's cache with a push, a huge one into its huge slot, free(NULL)
- * returns (C code calls it often: a parser's tree freed node by node,
- * half of whose nodes have no key, made a free in nine go to
- * shoal_classify); everything else is rare.  (Every call here is a tail
- * call: no frame.) */
-static __attribute__((noinline)) void free_generic(void *p, enum shoal_chunk_kind k)
+/* What the block-start test sends on, in a superpage: a large block
+ * goes to this thread's cache with a push; everything else is rare.
+ * `slot` is p's slot descriptor, which free has computed. */
+static __attribute__((noinline)) void free_in_superpage(void *p, shoal_page_t *slot)
 {
-    if (shoal_likely(k == SHOAL_CHUNK_SUPERPAGE)) {
-        shoal_page_t *pg = shoal_span_of(p);
-        if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
-            shoal_large_cache_push(shoal_tl_heap, pg))
-            return;
-    } else if (k == SHOAL_CHUNK_HUGE) {
+    shoal_page_t *pg = slot - slot->slot_offset;        /* shoal_span_of(p) */
+    if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
+        shoal_large_cache_push(shoal_tl_heap, pg))
+        return;
+    free_rare(p);
+}
+
+/* A pointer outside the superpages: a huge block goes into its huge
+ * slot, free(NULL) returns (C code calls it often: a parser's tree freed
+ * node by node, half of whose nodes have no key, made a free in nine go
+ * to shoal_classify); everything else is rare.  (Every call in these
+ * two is a tail call: no frame.) */
+static __attribute__((noinline)) void free_elsewhere(void *p, enum shoal_chunk_kind k)
+{
+    if (k == SHOAL_CHUNK_HUGE) {
         free_huge(p, k);
         return;
-    } else if (p == NULL) {
-        return;
     }
+    if (p == NULL)
+        return;
     free_rare(p);
 }
 
@@ -144,14 +150,16 @@ void alloc_free(void *p)
         /* The slot's own descriptor: only a page's head has a nonzero
          * start limit, so one test says both "a page's head slot" and "a
          * carved block's start".  Blocks in later slots of multi-slot
-         * pages (above 8 KiB) and large blocks go the generic way. */
+         * pages (above 8 KiB) and large blocks go on, with it. */
         shoal_page_t *pg = shoal_slot_desc(p);
         if (shoal_likely(shoal_block_is_start_in_slot(pg, p))) {
             page_free(pg, p);
             return;
         }
+        free_in_superpage(p, pg);
+        return;
     }
-    free_generic(p, k);
+    free_elsewhere(p, k);
 }
 SHOAL_ALSO_NAMED(free, alloc_free)
 SHOAL_ALSO_NAMED(cfree, alloc_free)

@@ -1292,6 +1292,46 @@ static bool all_resident(const char *p, size_t n)
     return true;
 }
 
+/* A miss that no cached mapping serves grows the largest one too small
+ * for it (a whole mapping, never cut) instead of mapping anew: only the
+ * bytes it lacks are new, the rest stays resident (a calloc zeroes it),
+ * and the program's address space grows by the difference. */
+static void test_huge_miss_grows_cached_mapping(void **state)
+{
+    (void)state;
+    long saved = purge_off();
+    for (int zero = 0; zero < 2; zero++) {
+        alloc_collect(true);
+        char *p = alloc_malloc(8 * MiB);
+        char *q = alloc_malloc(5 * MiB);
+        assert_non_null(p);
+        assert_non_null(q);
+        memset(p, 0x6b, 8 * MiB);
+        fill_pat(q, 5 * MiB, 11);
+        alloc_free(p);                          /* into the slot */
+        alloc_free(q);                          /* into the slot: p to the shared cache */
+        alloc_stats_t before = stats();
+        assert_int_equal(before.huge_cached, 2);
+        size_t n = 12 * MiB;
+        char *r = zero ? alloc_calloc(1, n) : alloc_malloc(n);
+        assert_non_null(r);
+        alloc_stats_t after = stats();
+        assert_int_equal(after.huge_cached, 1);                 /* p left, q stays */
+        assert_int_equal(after.huge_live, before.huge_live + 1);
+        assert_true(after.mapped <= before.mapped + 4 * MiB + 64 * KiB);
+        assert_true(all_resident(r + 4096, 8 * MiB - 8192));   /* p's pages */
+        if (zero)
+            assert_zeroed(r, n);
+        else
+            assert_int_equal((unsigned char)r[8 * MiB - 4096], 0x6b);
+        fill_pat(r, n, 12);
+        assert_pattern(r, n, 12);
+        alloc_free(r);
+    }
+    alloc_collect(true);
+    purge_restore(saved);
+}
+
 /* A calloc from a reused mapping stores zeros into the pages that are
  * resident and purges the rest: the block reads as zero everywhere, what
  * the mapping's last block wrote stays resident (purged, each page would
@@ -1876,6 +1916,7 @@ int main(void)
         cmocka_unit_test(test_calloc_zero_after_remote_free),
         cmocka_unit_test(test_huge_cache_reuse),
         cmocka_unit_test(test_huge_slot),
+        cmocka_unit_test(test_huge_miss_grows_cached_mapping),
         cmocka_unit_test(test_huge_calloc_zeroes_in_place),
         cmocka_unit_test(test_huge_reuse_sheds_tail),
         cmocka_unit_test(test_huge_shed_tail_belongs_to_its_block),

@@ -43,6 +43,7 @@ enum mapping_was {
     MAPPING_NEW,        /* nothing: fresh from the OS */
     MAPPING_USED,       /* a block's: bytes of it are resident */
     MAPPING_CUT,        /* the same, the front of a cached mapping (cache_take) */
+    MAPPING_SHORT,      /* a cached mapping too small, to grow (cache_take) */
 };
 
 static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
@@ -196,6 +197,23 @@ static int smallest_holding(size_t bytes, size_t align, bool whole)
     return best;
 }
 
+/* The largest cached mapping smaller than `bytes` that a miss may grow
+ * into a block of that size (shoal_huge_alloc), or -1 (cache_lock held):
+ * a whole mapping (never cut: a piece moved away from its neighbours
+ * could not join them again), at alignment `align`. */
+static int largest_short_of(size_t bytes, size_t align)
+{
+    int best = -1;
+    for (unsigned i = 0; i < cached; i++) {
+        if (cache[i].size >= bytes || cache[i].origin != NULL || !is_chunk_start(cache[i].base) ||
+            ((uintptr_t)cache[i].base & (align - 1)) != 0)
+            continue;
+        if (best < 0 || cache[i].size > cache[best].size)
+            best = (int)i;
+    }
+    return best;
+}
+
 /* A cached mapping that fits `need` bytes at alignment `align` without
  * wasting more than half of it; else the front of the smallest one that
  * holds it, cut at a chunk boundary, whose rest stays cached (a sort
@@ -207,7 +225,9 @@ static int smallest_holding(size_t bytes, size_t align, bool whole)
  * new one's have: memory that sat in the cache in sizes that did not
  * fit does not stay resident beside the new mapping until the purge
  * delay (the process grows by what it uses, as it would with no
- * cache). */
+ * cache) - but the largest one that can grow (largest_short_of) is
+ * taken to grow into the new block (MAPPING_SHORT), and only the bytes
+ * it lacks go back from the others. */
 static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
                         enum mapping_was *was)
 {
@@ -239,6 +259,15 @@ static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
         cache[best].size -= front;
         add(&cached_bytes, -front, NULL);
         count_live(1, front);
+    } else if ((best = largest_short_of(need, align)) >= 0) {
+        base = cache[best].base;
+        *size = cache[best].size;
+        *origin = NULL;
+        *was = MAPPING_SHORT;
+        cache[best] = cache[--cached];
+        add(&cached_bytes, -*size, NULL);
+        count_live(1, *size);
+        evict_oldest(need - *size, out, &n_out);
     } else {
         evict_oldest(need, out, &n_out);
     }
@@ -543,6 +572,46 @@ static char *map_new(size_t size, size_t align)
     return base;
 }
 
+/* Resize the mapping at old_base from `old` to `size` bytes: in place,
+ * or, growing, by moving its pages to a new reservation aligned to
+ * base_align (shoal's account has the bytes already).  The kernel unmaps
+ * the target first and then charges the move the new size: a charge
+ * refused there would leave the target's addresses free for any
+ * thread's mmap, where the failure path below unmaps them.  So the
+ * target is charged whole, as the block will be: it is refused up front
+ * if the kernel would refuse the move, and the move then takes the
+ * charge the unmap gave back (refused after all only under strict
+ * overcommit, if other processes took the headroom in between).  `user`
+ * is a live block in the mapping whose chunk tag moves with it, or NULL
+ * (a cached mapping, untagged).  The new base, or NULL with the mapping
+ * as it was. */
+static char *remap(char *old_base, size_t old, size_t size, size_t base_align, char *user)
+{
+    char *base = shoal_os_remap(old_base, old, size, NULL);
+    if (base != NULL || size < old)
+        return base;
+    char *target = shoal_chunk_reserve(size, base_align, SHOAL_OS_CHARGED);
+    if (target == NULL)
+        return NULL;
+    /* The old chunk is untagged before the move, not after: once the
+     * pages have moved, the kernel may give the old addresses to another
+     * thread's mmap at once, and that thread tags the chunk for a block
+     * of its own, which an untagging after would take from it (its free
+     * or usable_size would then find a pointer "not allocated by
+     * shoal").  Meanwhile the block is the caller's alone: no other
+     * thread may touch it during realloc. */
+    enum shoal_chunk_kind k = user != NULL ? shoal_chunk_of(user) : SHOAL_CHUNK_NONE;
+    if (user != NULL)
+        shoal_chunk_set(user, SHOAL_CHUNK_NONE);
+    base = shoal_os_remap(old_base, old, size, target);
+    if (base == NULL) {
+        if (user != NULL)
+            shoal_chunk_set(user, k);   /* it stays where it was */
+        shoal_os_release(target, size);
+    }
+    return base;
+}
+
 /* Unmap a huge block's mapping and take it out of the account. */
 static void unmap(char *base, size_t size)
 {
@@ -580,6 +649,41 @@ static void note_mapped(size_t size)
         atomic_store_explicit(&reused_size, back, memory_order_relaxed);
 }
 
+/* A block of n bytes (`size` mapped) in the cached mapping of `got`
+ * bytes at base, too small for it (cache_take, MAPPING_SHORT, counted
+ * live at `got`): the mapping grows, in place or moved with its pages,
+ * so that only the bytes it lacks are new to the process - a random
+ * mix of 2-40 MiB blocks made anew what did not fit, and faulted it all
+ * in.  The pages it had are resident: zeroed where asked (the rest is
+ * new, and zero).  Where it cannot grow (MAX_MEMORY, the kernel), it
+ * goes back to the OS, and NULL says the block needs a mapping of its
+ * own. */
+static void *grow_short(char *base, size_t got, size_t size, size_t base_align, size_t align,
+                        size_t n, bool zero)
+{
+    char *grown = NULL;
+    if (shoal_commit_charge(size - got)) {
+        grown = remap(base, got, size, base_align, NULL);
+        if (grown == NULL)
+            shoal_commit_uncharge(size - got);
+    }
+    shoal_lock(&cache_lock);
+    count_live(-1, got);
+    if (grown != NULL)
+        count_live(1, size);
+    shoal_unlock(&cache_lock);
+    if (grown == NULL) {
+        unmap(base, got);
+        return NULL;
+    }
+    note_mapped(size);
+    if (zero)
+        zero_front(grown, got < user_offset(align) + n ? got : user_offset(align) + n);
+    if (shoal_opt(ALLOC_OPTION_PREFAULT))
+        shoal_os_prefault(grown + got, size - got);
+    return map_block(grown, size, NULL, align, n, false, MAPPING_NEW);
+}
+
 void *shoal_huge_alloc(size_t n, size_t align, bool zero)
 {
     if (align < SHOAL_ALIGN)
@@ -598,8 +702,13 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     char *origin;
     enum mapping_was was;
     char *base = cache_take(size, base_align, &got, &origin, &was);
-    if (base != NULL)
+    if (base != NULL && was == MAPPING_SHORT) {
+        void *p = grow_short(base, got, size, base_align, align, n, zero);
+        if (p != NULL)
+            return p;
+    } else if (base != NULL) {
         return map_block(base, got, origin, align, n, zero, was);
+    }
     base = map_new(size, base_align);
     if (base == NULL)
         return NULL;
@@ -1008,42 +1117,12 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    char *base = shoal_os_remap(old_base, old, size, NULL);
+    size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
+    char *base = remap(old_base, old, size, base_align, old_base + off);
     if (base == NULL && size > old) {
-        /* Move the pages to a new aligned reservation (shoal's account
-         * has the bytes already).  The kernel unmaps the target first
-         * and then charges the move the new size: a charge refused
-         * there would leave the target's addresses free for any
-         * thread's mmap, where the failure path below unmaps them.  So
-         * the target is charged whole, as the block will be: it is
-         * refused up front if the kernel would refuse the move, and the
-         * move then takes the charge the unmap gave back (refused
-         * after all only under strict overcommit, if other processes
-         * took the headroom in between). */
-        size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
-        char *target = shoal_chunk_reserve(size, base_align, SHOAL_OS_CHARGED);
-        /* The old chunk is untagged before the move, not after: once the
-         * pages have moved, the kernel may give the old addresses to
-         * another thread's mmap at once, and that thread tags the chunk
-         * for a block of its own, which an untagging after would take
-         * from it (its free or usable_size would then find a pointer
-         * "not allocated by shoal").  Meanwhile the block is the
-         * caller's alone: no other thread may touch it during realloc. */
-        if (target != NULL) {
-            char *user = old_base + off;
-            enum shoal_chunk_kind k = shoal_chunk_of(user);
-            shoal_chunk_set(user, SHOAL_CHUNK_NONE);
-            base = shoal_os_remap(old_base, old, size, target);
-            if (base == NULL) {
-                shoal_chunk_set(user, k);       /* it stays where it was */
-                shoal_os_release(target, size);
-            }
-        }
-        if (base == NULL) {
-            shoal_commit_uncharge(size - old);
-            errno = ENOMEM;
-            return NULL;
-        }
+        shoal_commit_uncharge(size - old);
+        errno = ENOMEM;
+        return NULL;
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;

@@ -44,6 +44,7 @@ enum mapping_was {
     MAPPING_USED,       /* a block's: bytes of it are resident */
     MAPPING_CUT,        /* the same, the front of a cached mapping (cache_take) */
     MAPPING_SHORT,      /* a cached mapping too small, to grow (cache_take) */
+    MAPPING_SHORT_SLOT, /* the same, but the thread's slot's (cache_take) */
 };
 
 static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
@@ -227,8 +228,11 @@ static int largest_short_of(size_t bytes, size_t align)
  * delay (the process grows by what it uses, as it would with no
  * cache) - but the largest one that can grow (largest_short_of) is
  * taken to grow into the new block (MAPPING_SHORT), and only the bytes
- * it lacks go back from the others. */
-static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
+ * it lacks go back from the others; or, where it is larger, the
+ * mapping in the caller's slot, of `slot_short` bytes (MAPPING_SHORT_SLOT,
+ * NULL returned: the caller takes it from its slot), as a program that
+ * frees its buffer and makes a bigger one would have it. */
+static char *cache_take(size_t need, size_t align, size_t slot_short, size_t *size, char **origin,
                         enum mapping_was *was)
 {
     cached_map_t out[HUGE_CACHE];
@@ -259,7 +263,7 @@ static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
         cache[best].size -= front;
         add(&cached_bytes, -front, NULL);
         count_live(1, front);
-    } else if ((best = largest_short_of(need, align)) >= 0) {
+    } else if ((best = largest_short_of(need, align)) >= 0 && cache[best].size >= slot_short) {
         base = cache[best].base;
         *size = cache[best].size;
         *origin = NULL;
@@ -268,6 +272,9 @@ static char *cache_take(size_t need, size_t align, size_t *size, char **origin,
         add(&cached_bytes, -*size, NULL);
         count_live(1, *size);
         evict_oldest(need - *size, out, &n_out);
+    } else if (slot_short != 0) {
+        *was = MAPPING_SHORT_SLOT;
+        evict_oldest(need - slot_short, out, &n_out);
     } else {
         evict_oldest(need, out, &n_out);
     }
@@ -287,6 +294,7 @@ static size_t pool_grown;
 static _Atomic size_t grown_total;
 
 static char *slot_base(uintptr_t w);
+static size_t slot_size(uintptr_t w);
 static void unmap(char *base, size_t size);
 
 /* The calling thread's slot (shoal_huge_slot_bind). */
@@ -649,6 +657,37 @@ static void note_mapped(size_t size)
         atomic_store_explicit(&reused_size, back, memory_order_relaxed);
 }
 
+/* The size of the calling thread's slot mapping where a miss for
+ * `need` bytes at base alignment `align` may grow it (it is smaller),
+ * else 0.  Relaxed: the holder wrote both, and a pass that takes the
+ * mapping meanwhile leaves slot_take_short nothing to take. */
+static size_t slot_short_of(size_t need, size_t align)
+{
+    shoal_huge_slot_t *s = tl_slot;
+    if (s == NULL)
+        return 0;
+    size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
+    uintptr_t w = atomic_load_explicit(&s->map, memory_order_relaxed);
+    if (size == 0 || size >= need || w == 0 || w == SHOAL_HUGE_SLOT_CLOSED ||
+        ((uintptr_t)slot_base(w) & (align - 1)) != 0)
+        return 0;
+    return size;
+}
+
+/* The holder takes its slot's mapping to grow it: its base and, in
+ * *size, its size; NULL if a pass took it first.  It stays counted
+ * live, as a slot's mapping is. */
+static char *slot_take_short(size_t *size)
+{
+    shoal_huge_slot_t *s = tl_slot;
+    uintptr_t w = slot_swap(s, 0);
+    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    if (w == 0)
+        return NULL;
+    *size = slot_size(w);
+    return slot_base(w);
+}
+
 /* A block of n bytes (`size` mapped) in the cached mapping of `got`
  * bytes at base, too small for it (cache_take, MAPPING_SHORT, counted
  * live at `got`): the mapping grows, in place or moved with its pages,
@@ -700,9 +739,11 @@ void *shoal_huge_alloc(size_t n, size_t align, bool zero)
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     size_t got;
     char *origin;
-    enum mapping_was was;
-    char *base = cache_take(size, base_align, &got, &origin, &was);
-    if (base != NULL && was == MAPPING_SHORT) {
+    enum mapping_was was = MAPPING_NEW;
+    char *base = cache_take(size, base_align, slot_short_of(size, base_align), &got, &origin, &was);
+    if (was == MAPPING_SHORT_SLOT)
+        base = slot_take_short(&got);
+    if (base != NULL && (was == MAPPING_SHORT || was == MAPPING_SHORT_SLOT)) {
         void *p = grow_short(base, got, size, base_align, align, n, zero);
         if (p != NULL)
             return p;

@@ -1292,6 +1292,21 @@ static bool all_resident(const char *p, size_t n)
     return true;
 }
 
+/* Whether the process runs under no seccomp filter: where one is, shoal
+ * purges instead of asking mincore(2) (os.c). */
+static bool no_seccomp(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    bool none = false;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "Seccomp:", 8) == 0)
+            none = strtol(line + 8, NULL, 10) == 0;
+    if (f != NULL)
+        fclose(f);
+    return none;
+}
+
 /* A miss that no cached mapping serves grows the largest one too small
  * for it (a whole mapping, never cut) instead of mapping anew: only the
  * bytes it lacks are new, the rest stays resident (a calloc zeroes it),
@@ -1323,7 +1338,8 @@ static void test_huge_miss_grows_cached_mapping(void **state)
         assert_int_equal(after.huge_cached, in_slot ? 0 : 1);   /* p grew; q stays */
         assert_int_equal(after.huge_live, before.huge_live + 1);
         assert_true(after.mapped <= before.mapped + 4 * MiB + 64 * KiB);
-        assert_true(all_resident(r + 4096, 8 * MiB - 8192));   /* p's pages */
+        if (!zero || no_seccomp())
+            assert_true(all_resident(r + 4096, 8 * MiB - 8192));   /* p's pages */
         if (zero)
             assert_zeroed(r, n);
         else
@@ -1364,7 +1380,7 @@ static void test_huge_calloc_zeroes_in_place(void **state)
             alloc_free(other);
         char *q = alloc_calloc(1, n);
         assert_ptr_equal(q, p);
-        for (char *at = q; at + page <= half; at += page)
+        for (char *at = q; no_seccomp() && at + page <= half; at += page)
             assert_true(any_resident(at, 1));
         assert_false(any_resident(half, (size_t)(q + n - half) & ~(page - 1)));
         assert_zeroed(q, n);

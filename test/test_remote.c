@@ -24,6 +24,7 @@
 
 #include "shoal.h"
 #include "core/huge.h"
+#include "os/os.h"
 #include "core/page.h"
 #include "core/pool.h"
 #include "core/size_class.h"
@@ -944,6 +945,8 @@ static void run_force_pass(void)
 static void test_huge_slot_claim_waits_for_holder(void **state)
 {
     (void)state;
+    if (!shoal_os_barrier_offered())
+        skip();                 /* no turns: the holder exchanges (huge.c) */
     long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);  /* ours only */
     alloc_collect(true);
@@ -970,6 +973,66 @@ static void test_huge_slot_claim_waits_for_holder(void **state)
     memset(p, 0x3d, SLOT_HUGE);
     assert_int_equal(p[SLOT_HUGE - 1], 0x3d);
     alloc_free(p);
+    alloc_collect(true);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
+/* A thread in its huge slot's turn when another thread forks: the child
+ * has no such thread, and its forced pass takes that slot's mapping (a
+ * turn left raised would keep it, and every pass after, for good). */
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
+static int turn_stage;          /* 1: in its turn, 2: may leave */
+
+static void *hold_turn(void *arg)
+{
+    (void)arg;
+    unsigned char *p = alloc_malloc(SLOT_HUGE);
+    assert_non_null(p);
+    memset(p, 0x3e, SLOT_HUGE);
+    alloc_free(p);                              /* into this thread's slot */
+    shoal_huge_slot_t *slot = &shoal_tl_heap->huge_slot;
+    assert_true(shoal_holder_enter(&slot->turn));
+    pthread_mutex_lock(&turn_lock);
+    turn_stage = 1;
+    pthread_cond_broadcast(&turn_cond);
+    while (turn_stage != 2)
+        pthread_cond_wait(&turn_cond, &turn_lock);
+    pthread_mutex_unlock(&turn_lock);
+    shoal_holder_leave(&slot->turn);
+    return NULL;
+}
+
+static void test_fork_in_a_slot_turn(void **state)
+{
+    (void)state;
+    if (!shoal_os_barrier_offered())
+        skip();
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    turn_stage = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_turn, NULL), 0);
+    pthread_mutex_lock(&turn_lock);
+    while (turn_stage != 1)
+        pthread_cond_wait(&turn_cond, &turn_lock);
+    pthread_mutex_unlock(&turn_lock);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alloc_collect(true);
+        alloc_stats_t st = { .size = sizeof st };
+        _exit(alloc_stats_get(&st) == 0 && st.huge_cached == 0 ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    pthread_mutex_lock(&turn_lock);
+    turn_stage = 2;
+    pthread_cond_broadcast(&turn_cond);
+    pthread_mutex_unlock(&turn_lock);
+    pthread_join(t, NULL);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     alloc_collect(true);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
 }
@@ -1010,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_idle_outbox_to_live_owner),
         cmocka_unit_test(test_idle_outbox_to_parked_heap),
         cmocka_unit_test(test_huge_slot_claim_waits_for_holder),
+        cmocka_unit_test(test_fork_in_a_slot_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

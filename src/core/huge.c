@@ -305,27 +305,47 @@ void shoal_huge_slot_bind(shoal_huge_slot_t *s)
     tl_slot = s;
 }
 
+/* Whether the holder's turn at its slot may be plain loads and stores
+ * (sync.h): only where membarrier(2) offers the barrier a claiming pass
+ * needs.  Asked once (MEMBARRIER_CMD_QUERY answers every thread alike,
+ * so a thread that asks again finds the same): elsewhere - an old
+ * kernel, a sandbox that refuses the call - the holder exchanges and a
+ * pass takes with a compare-and-swap, as each may on any platform. */
+static bool slot_turns(void)
+{
+    static _Atomic int known;           /* 0: not asked, 1: turns, 2: exchanges */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (shoal_unlikely(k == 0)) {
+        k = shoal_os_barrier_offered() ? 1 : 2;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k == 1;
+}
+
 /* The holder puts `w` in its slot (0: empties it) and gets the word that
  * was there (0 if a pass took the mapping).  In the holder's turn
- * (sync.h) a plain load and store; where a pass claims the slot, an
- * exchange: the pass takes with a compare-and-swap, and of two atomic
- * read-modify-writes on the word one comes first.  Nothing else runs
- * in the turn: a pass on this thread (a slow path's) never finds the
- * holder in it. */
+ * (sync.h) a plain load and store; where a pass claims the slot, or
+ * turns are not to be had, an exchange: a pass takes with a
+ * compare-and-swap, and of two atomic read-modify-writes on the word
+ * one comes first.  Nothing else runs in the turn: a pass on this
+ * thread (a slow path's) never finds the holder in it. */
 static uintptr_t slot_swap(shoal_huge_slot_t *s, uintptr_t w)
 {
-    if (shoal_likely(shoal_holder_enter(&s->turn))) {
-        /* Relaxed load: the word is the holder's own put, or a pass's
-         * mark on it, which carries nothing.  Release store: the header
-         * of the mapping put is whole for a pass that takes it (its
+    if (shoal_likely(slot_turns()) && shoal_likely(shoal_holder_enter(&s->turn))) {
+        /* Relaxed load: the word is the holder's own put, a pass's mark
+         * on it, which carries nothing, or the 0 of a pass that took the
+         * mapping - which the turn orders before this load: a take came
+         * after the holder's last turn (the pass read busy == 0 after
+         * its barrier), and the holder saw steal == 0 only from the
+         * pass's release, after the take.  Release store: the header of
+         * the mapping put is whole for a pass that takes it (its
          * compare-and-swap acquires). */
         uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
         atomic_store_explicit(&s->map, w, memory_order_release);
         shoal_holder_leave(&s->turn);
         return old;
     }
-    /* Acquire for a header the holder did not write (a heap's earlier
-     * holder's), release as above. */
+    /* Acquire and release, as a pass's take and the put above. */
     return atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
 }
 
@@ -333,7 +353,7 @@ static uintptr_t slot_swap(shoal_huge_slot_t *s, uintptr_t w)
  * whose mapping would otherwise wait for the purge passes while the
  * process grows beside it: `sort -S 12M` frees its 12 MiB buffer into
  * the slot and then makes 9 MiB of 2 MiB blocks.  Only the holder takes
- * from its slot this way, as it does at malloc (an exchange: a pass may
+ * from its slot this way, as it does at malloc (slot_swap: a pass may
  * have taken the mapping first). */
 static void slot_yield(size_t total)
 {
@@ -392,7 +412,7 @@ void *shoal_huge_cache_give_chunk(void)
 {
     /* This thread's slot first: the mapping freed last, by this very
      * thread, which now grows the pool beside it.  Only its holder takes
-     * from a slot, with the exchange a malloc uses. */
+     * from a slot, as a malloc does (slot_swap). */
     shoal_huge_slot_t *s = tl_slot;
     uintptr_t w = 0;
     size_t slot_size = s != NULL ? atomic_load_explicit(&s->size, memory_order_relaxed) : 0;
@@ -879,11 +899,13 @@ void shoal_huge_free(shoal_huge_t *h)
 /* ---- a thread's slot -------------------------------------------------- *
  *
  * Ownership: the mapping in a slot belongs to whoever moves `map` from
- * its value to 0 - the holder's exchange in take and drain, or a pass's
- * compare-exchange - and only the holder stores a mapping in, into an
- * empty slot.  The put's store is a release and every taking move an
- * acquire, so the taker finds the mapping's header as the holder left
- * it.  A block in a slot stays counted live in the shared counters (so
+ * its value to 0 - the holder in slot_swap (in its turn, or with an
+ * exchange), or a pass's compare-exchange, which the turn keeps apart
+ * from the holder's plain moves - and only the holder stores a mapping
+ * in.  The holder's stores are releases and a pass's take an acquire,
+ * so the pass finds the header as the holder left it; a pass's mark is
+ * a read-modify-write, which continues the release sequence of the
+ * store it marks (a plain store of the mark would break it).  A block in a slot stays counted live in the shared counters (so
  * put and take touch none of them); its taker by a pass or a drain
  * uncounts it, after the move, so a reader that sees the slot full has
  * the block in the live figures it read before (shoal_huge_slot_stats). */
@@ -934,8 +956,8 @@ bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)
         shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) == 0 || give_back_now(h->map_size))
         return false;
     char *base = h->base;
-    /* Relaxed: a pass may only empty the slot meanwhile, which the
-     * exchange below finds. */
+    /* Relaxed: a pass may only mark or empty the slot meanwhile, which
+     * slot_swap below finds. */
     uintptr_t old = atomic_load_explicit(&s->map, memory_order_relaxed);
     if (old == SHOAL_HUGE_SLOT_CLOSED)
         return false;
@@ -1014,8 +1036,30 @@ bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
             slot_unmap(w);
         return false;
     }
+    if (!slot_turns()) {
+        /* The holder exchanges: a compare-and-swap against it.  Acquire,
+         * paired with the put's release: the header is whole. */
+        if (atomic_compare_exchange_strong_explicit(&s->map, &w, 0, memory_order_acquire,
+                                                    memory_order_relaxed))
+            slot_unmap(w);
+        else
+            (*waiting)++;
+        return false;
+    }
     shoal_claimer_raise(&s->turn);
     return true;
+}
+
+void shoal_huge_slot_fork_child(shoal_huge_slot_t *s, bool ours)
+{
+    /* The claim of a pass that the fork interrupted has no claimer
+     * left; a holder that was in its turn in the parent has no thread
+     * left either, unless it is this one (a fork from a signal handler
+     * that interrupted the turn, which goes on when the handler
+     * returns). */
+    atomic_store_explicit(&s->turn.steal, 0, memory_order_relaxed);
+    if (!ours)
+        atomic_store_explicit(&s->turn.busy, 0, memory_order_relaxed);
 }
 
 void shoal_huge_slot_take_claimed(shoal_huge_slot_t *s, bool force, bool fenced,

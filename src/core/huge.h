@@ -34,8 +34,9 @@ void *shoal_huge_alloc(size_t size, size_t align, bool zero);
  * a purge pass from any thread, on a claim: a pass marks the mapping it
  * finds, and the next pass that finds it still marked unmaps it, so an
  * idle thread's mapping goes back to the OS after one to two purge
- * delays (at once with PURGE_DELAY_MS 0, never with -1), where
- * membarrier(2) is to be had (the claim's barrier).  The statistics count
+ * delays (at once with PURGE_DELAY_MS 0, never with -1).  Where
+ * membarrier(2) is not to be had (the claim's barrier), the holder takes
+ * with an exchange and a pass with a compare-and-swap instead.  The statistics count
  * it as cached, and its exact peaks (live_peak, bins) as live. */
 /* The `map` of a slot that takes nothing: the empty heap's, which every
  * thread without a heap shares. */
@@ -87,6 +88,10 @@ void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed);
 bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting);
 void shoal_huge_slot_take_claimed(shoal_huge_slot_t *s, bool force, bool fenced,
                                   size_t *waiting);
+
+/* In a fork child: no pass's claim, nor (unless the slot is the child's
+ * own thread's, `ours`) a holder's turn, outlives the fork. */
+void shoal_huge_slot_fork_child(shoal_huge_slot_t *s, bool ours);
 
 /* Where p lies in a freed huge block's mapping that shoal still holds,
  * for naming a bad pointer: at a place where a block of some alignment

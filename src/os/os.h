@@ -66,9 +66,12 @@ long shoal_os_threads(void);
 
 /* A full memory barrier on every running thread of the process
  * (membarrier(2), PRIVATE_EXPEDITED), for a fence that one side of a
- * protocol pays for the other (thread/remote.c).  _register asks for it
- * once: false where the kernel or a sandbox refuses.  _all is false if
- * no barrier was made.  errno is kept. */
+ * protocol pays for the other (core/sync.h).  _offered: whether the
+ * kernel offers it and its registration (MEMBARRIER_CMD_QUERY: no
+ * registration, no wait).  _register asks for it once: false where the
+ * kernel or a sandbox refuses.  _all is false if no barrier was made.
+ * errno is kept. */
+bool shoal_os_barrier_offered(void);
 bool shoal_os_barrier_register(void);
 bool shoal_os_barrier_all(void);
 

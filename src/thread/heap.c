@@ -951,10 +951,13 @@ void shoal_heap_fork_child(bool locked)
     if (!locked)
         return;         /* no other thread: nothing was left half done */
     /* A thread that was sending when the parent forked does not exist
-     * here, and may have left an inbox's tail ahead of its last link. */
+     * here, and may have left an inbox's tail ahead of its last link; one
+     * that was in its huge slot's turn, or a pass's claim, is gone too. */
     for (shoal_heap_t *h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL;
-         h = h->next_all)
+         h = h->next_all) {
         shoal_remote_fork_child(h, h == shoal_tl_heap);
+        shoal_huge_slot_fork_child(&h->huge_slot, h == shoal_tl_heap);
+    }
     mark_vanished();
     /* A reclaim that a vanished thread was running never ends here: what
      * it had popped is lost to the child, and the child's own forced

@@ -21,6 +21,18 @@
 /* Bytes reserved, for stats: relaxed, nothing is published through them. */
 static _Atomic size_t os_mapped, os_mapped_peak;
 
+/* `size` more bytes reserved (it may wrap, to count fewer), the peak
+ * raised with them. */
+static void count_mapped(size_t size)
+{
+    size_t now = atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed) + size;
+    size_t peak = atomic_load_explicit(&os_mapped_peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&os_mapped_peak, &peak, now,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
+}
+
 /* At `at` (MAP_FIXED: a range of our own reservation) or anywhere. */
 static void *map_anon(void *at, size_t size, enum shoal_os_charge charge)
 {
@@ -68,12 +80,7 @@ void *shoal_os_reserve(size_t size, size_t align, enum shoal_os_charge charge)
             munmap(aligned + size, tail);
         p = aligned;
     }
-    size_t now = atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed) + size;
-    size_t peak = atomic_load_explicit(&os_mapped_peak, memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&os_mapped_peak, &peak, now,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed)) {
-    }
+    count_mapped(size);
     errno = saved;
     return p;
 }
@@ -255,9 +262,10 @@ void *shoal_os_remap(void *addr, size_t old_size, size_t new_size, void *new_add
     errno = saved;
     if (p == MAP_FAILED)
         return NULL;
-    /* A move replaced new_addr's reservation, which was counted already. */
+    /* A move replaced new_addr's reservation, which was counted already;
+     * in place, a growth raises the peak too (a shrink wraps the add). */
     if (new_addr == NULL)
-        atomic_fetch_add_explicit(&os_mapped, new_size - old_size, memory_order_relaxed);
+        count_mapped(new_size - old_size);
     else
         atomic_fetch_sub_explicit(&os_mapped, old_size, memory_order_relaxed);
     return p;

@@ -349,6 +349,24 @@ static uintptr_t slot_swap(shoal_huge_slot_t *s, uintptr_t w)
     return atomic_exchange_explicit(&s->map, w, memory_order_acq_rel);
 }
 
+/* The holder empties its slot: the word that was there (slot_swap). */
+static uintptr_t slot_empty(shoal_huge_slot_t *s)
+{
+    uintptr_t w = slot_swap(s, 0);
+    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    return w;
+}
+
+/* A slot's mapping, taken from it, leaves for the OS. */
+static void slot_unmap(uintptr_t w)
+{
+    size_t size = slot_size(w);
+    shoal_lock(&cache_lock);
+    count_live(-1, size);
+    shoal_unlock(&cache_lock);
+    unmap(slot_base(w), size);
+}
+
 /* The growth rule of the shared cache (below), for this thread's slot,
  * whose mapping would otherwise wait for the purge passes while the
  * process grows beside it: `sort -S 12M` frees its 12 MiB buffer into
@@ -364,14 +382,9 @@ static void slot_yield(size_t total)
     size_t size = atomic_load_explicit(&s->size, memory_order_relaxed);
     if (size == 0 || total - s->grown_at < size)
         return;
-    uintptr_t w = slot_swap(s, 0);
-    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
-    if (w == 0)
-        return;
-    shoal_lock(&cache_lock);
-    count_live(-1, size);
-    shoal_unlock(&cache_lock);
-    unmap(slot_base(w), size);
+    uintptr_t w = slot_empty(s);
+    if (w != 0)
+        slot_unmap(w);
 }
 
 void shoal_huge_cache_yield(size_t bytes)
@@ -418,8 +431,7 @@ void *shoal_huge_cache_give_chunk(void)
     size_t slot_size = s != NULL ? atomic_load_explicit(&s->size, memory_order_relaxed) : 0;
     char *slot_origin = NULL;
     if (slot_size >= SHOAL_SP_SIZE) {
-        w = slot_swap(s, 0);
-        atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+        w = slot_empty(s);
         if (w != 0)
             slot_origin = ((shoal_huge_t *)slot_base(w))->origin;
     }
@@ -626,8 +638,9 @@ static char *remap(char *old_base, size_t old, size_t size, size_t base_align, c
      * thread's mmap at once, and that thread tags the chunk for a block
      * of its own, which an untagging after would take from it (its free
      * or usable_size would then find a pointer "not allocated by
-     * shoal").  Meanwhile the block is the caller's alone: no other
-     * thread may touch it during realloc. */
+     * shoal").  Meanwhile the mapping is the caller's alone: no other
+     * thread may touch a block during its realloc, nor a cached mapping
+     * taken out of the cache. */
     enum shoal_chunk_kind k = user != NULL ? shoal_chunk_of(user) : SHOAL_CHUNK_NONE;
     if (user != NULL)
         shoal_chunk_set(user, SHOAL_CHUNK_NONE);
@@ -700,8 +713,7 @@ static size_t slot_short_of(size_t need, size_t align)
 static char *slot_take_short(size_t *size)
 {
     shoal_huge_slot_t *s = tl_slot;
-    uintptr_t w = slot_swap(s, 0);
-    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    uintptr_t w = slot_empty(s);
     if (w == 0)
         return NULL;
     *size = slot_size(w);
@@ -940,8 +952,7 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
         shoal_huge_slot_drain(s);
         return NULL;
     }
-    uintptr_t w = slot_swap(s, 0);
-    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    uintptr_t w = slot_empty(s);
     if (w == 0)
         return NULL;            /* a purge pass took it */
     shoal_count(&s->requests, 1);
@@ -987,8 +998,7 @@ void shoal_huge_slot_drain(shoal_huge_slot_t *s)
     /* Relaxed: only the holder closes a slot, and this is the holder. */
     if (atomic_load_explicit(&s->map, memory_order_relaxed) == SHOAL_HUGE_SLOT_CLOSED)
         return;
-    uintptr_t w = slot_swap(s, 0);
-    atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+    uintptr_t w = slot_empty(s);
     if (w != 0)
         retire(slot_base(w), slot_size(w), slot_origin(w));
 }
@@ -999,16 +1009,6 @@ void shoal_huge_slot_close(shoal_huge_slot_t *s, bool closed)
     /* Relaxed: a pass reads only to skip a closed or empty slot, and
      * only the holder puts. */
     atomic_store_explicit(&s->map, closed ? SHOAL_HUGE_SLOT_CLOSED : 0, memory_order_relaxed);
-}
-
-/* The slot's mapping leaves it for the OS (a pass that took it). */
-static void slot_unmap(uintptr_t w)
-{
-    size_t size = slot_size(w);
-    shoal_lock(&cache_lock);
-    count_live(-1, size);
-    shoal_unlock(&cache_lock);
-    unmap(slot_base(w), size);
 }
 
 bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
@@ -1030,8 +1030,7 @@ bool shoal_huge_slot_age(shoal_huge_slot_t *s, bool force, size_t *waiting)
     }
     if (s == tl_slot) {
         /* This thread holds the slot, and is not in its turn. */
-        w = slot_swap(s, 0);
-        atomic_store_explicit(&s->size, 0, memory_order_relaxed);
+        w = slot_empty(s);
         if (w != 0)
             slot_unmap(w);
         return false;

@@ -66,7 +66,7 @@ static void step(size_t first, size_t cap, size_t bytes, size_t arr_first, size_
     static step_t s;
     memset(&s, 0, sizeof s);
     size_t n = first;
-    size_t arr_len;
+    size_t arr_len = 0;             /* set with arr, on the pass that crosses half */
     unsigned char *arr = NULL;
     while (s.bytes < bytes) {
         add_block(&s, n, tag);

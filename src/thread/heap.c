@@ -205,10 +205,19 @@ __attribute__((noinline)) void shoal_heap_remote_free(shoal_page_t *pg, shoal_bl
                                                       shoal_heap_t *me, uintptr_t owner)
 {
     shoal_heap_t *dest = shoal_owner_heap(owner);
+    /* dest == me: a free into one of our full pages (the owner word's
+     * mark failed free's test), which a random replacement of blocks
+     * makes at nearly every free: the block goes home as the owner's
+     * free would, and the page back to its queue.  (The empty heap owns
+     * no page, so me is a heap here.) */
+    if (dest == me) {
+        shoal_count(&me->stats.frees[pg->size_class], 1);
+        shoal_remote_come_home(me, pg, b, owner, page_event);
+        return;
+    }
     /* Relaxed: a page changes heaps only under its holder, and a block
-     * sent to the heap it just left is forwarded (remote.h).  dest == me
-     * is a free into one of our full pages. */
-    if (shoal_likely(me != &shoal_empty_heap && dest != me &&
+     * sent to the heap it just left is forwarded (remote.h). */
+    if (shoal_likely(me != &shoal_empty_heap &&
                      atomic_load_explicit(&dest->live, memory_order_relaxed))) {
         shoal_count(&me->stats.frees[pg->size_class], 1);
         shoal_count(&me->stats.remote_frees, 1);
@@ -311,7 +320,7 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
  * the queue would wait while new memory is touched for the same class. */
 static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
 {
-    shoal_page_t *pg = h->pages[cls], *found = NULL, *carvable = NULL;
+    shoal_page_t *head = h->pages[cls], *pg = head, *found = NULL, *carvable = NULL;
     while (found == NULL && pg != &shoal_empty_page) {
         shoal_page_t *next = pg->next != NULL ? pg->next : &shoal_empty_page;
         shoal_page_collect(pg);
@@ -320,17 +329,17 @@ static shoal_page_t *search_queue(shoal_heap_t *h, unsigned cls)
         else if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
             carvable = carvable != NULL ? carvable : pg;
         else
-            shoal_queue_mark_full(h, pg);
+            shoal_queue_walk_full(h, pg);
         pg = next;
     }
     if (found == NULL && carvable != NULL) {
         shoal_page_extend(carvable);
         found = carvable;
     }
-    if (found != NULL && h->pages[cls] != found) {
-        shoal_queue_remove(h, found);
-        shoal_queue_push_front(h, found);
-    }
+    if (found != NULL && h->pages[cls] != found)
+        shoal_queue_walk_front(h, found);
+    if (h->pages[cls] != head)
+        shoal_queue_publish(h, cls);
     return found;
 }
 
@@ -414,7 +423,8 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
         shoal_page_collect(head);
         return head;
     }
-    shoal_heap_receive(h);
+    if (!shoal_remote_inbox_empty(&h->inbox))
+        shoal_heap_receive(h);
     if ((++h->slow_calls & 255) == 0)
         sweep_idle(h);
     shoal_page_t *pg = search_queue(h, cls);

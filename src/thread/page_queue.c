@@ -21,7 +21,9 @@ void shoal_queue_init(void)
     }
 }
 
-void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
+/* The direct entries of class c, and the fast path's other needs of a
+ * head, follow pages[c]. */
+static void publish(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
 {
     /* The option cannot change once a page exists (EBUSY). */
     unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;
@@ -31,7 +33,6 @@ void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
      * an entry, where gcc would vectorize it behind a set-up of 20
      * instructions. */
     unsigned lo = direct_lo[m][c], hi = direct_hi[m][c];
-    h->pages[c] = pg;
     for (shoal_page_t **d = &h->direct[lo], **end = &h->direct[hi]; d <= end; d++) {
         __asm__("" : "+r"(d));
         *d = pg;
@@ -42,13 +43,31 @@ void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
         shoal_page_arm(pg);
 }
 
-void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)
+void shoal_queue_set_head(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
+{
+    h->pages[c] = pg;
+    publish(h, c, pg);
+}
+
+void shoal_queue_publish(shoal_heap_t *h, unsigned c)
+{
+    publish(h, c, h->pages[c]);
+}
+
+/* pg off its queue; a new head is published, or (`quiet`) only stored
+ * in pages[c], for a walk that publishes once at its end. */
+static void unlink_page(shoal_heap_t *h, shoal_page_t *pg, bool quiet)
 {
     unsigned c = pg->size_class;
-    if (pg->prev != NULL)
+    if (pg->prev != NULL) {
         pg->prev->next = pg->next;
-    else
-        shoal_queue_set_head(h, c, pg->next != NULL ? pg->next : &shoal_empty_page);
+    } else {
+        shoal_page_t *head = pg->next != NULL ? pg->next : &shoal_empty_page;
+        if (quiet)
+            h->pages[c] = head;
+        else
+            shoal_queue_set_head(h, c, head);
+    }
     if (pg->next != NULL)
         pg->next->prev = pg->prev;
     else
@@ -56,7 +75,8 @@ void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)
     pg->next = pg->prev = NULL;
 }
 
-void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
+/* pg in front of its queue, published or (`quiet`) not, as above. */
+static void link_front(shoal_heap_t *h, shoal_page_t *pg, bool quiet)
 {
     unsigned c = pg->size_class;
     shoal_page_t *first = h->pages[c];
@@ -68,7 +88,20 @@ void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
         pg->next = first;
         first->prev = pg;
     }
-    shoal_queue_set_head(h, c, pg);
+    if (quiet)
+        h->pages[c] = pg;
+    else
+        shoal_queue_set_head(h, c, pg);
+}
+
+void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unlink_page(h, pg, false);
+}
+
+void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
+{
+    link_front(h, pg, false);
 }
 
 void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
@@ -112,9 +145,15 @@ void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg)
     shoal_queue_push_back(h, pg);
 }
 
-void shoal_queue_mark_full(shoal_heap_t *h, shoal_page_t *pg)
+void shoal_queue_walk_full(shoal_heap_t *h, shoal_page_t *pg)
 {
-    shoal_queue_remove(h, pg);
+    unlink_page(h, pg, true);
     shoal_full_push(h, pg);
+}
+
+void shoal_queue_walk_front(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unlink_page(h, pg, true);
+    link_front(h, pg, true);
 }
 

@@ -34,8 +34,16 @@ void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg);
  * while it is the head, so pushing in front of it would strand it. */
 void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg);
 
-/* A page with no free block leaves its queue: nothing looks at it again
- * until a block comes back (shoal_heap_page_freed). */
-void shoal_queue_mark_full(shoal_heap_t *h, shoal_page_t *pg);
+/* A walk of class c's queue for a page with a free block (heap.c's
+ * search_queue) moves pages with none to the full list, where nothing
+ * looks at them again until a block comes back (shoal_heap_page_freed),
+ * and the page it finds to the front.  These moves keep pages[c] but
+ * leave the direct table behind it: a walk that moved the head publishes
+ * the new one, once, at its end.  (Publishing at each move cost a
+ * random replacement of blocks two passes over the direct entries a
+ * malloc.) */
+void shoal_queue_walk_full(shoal_heap_t *h, shoal_page_t *pg);
+void shoal_queue_walk_front(shoal_heap_t *h, shoal_page_t *pg);
+void shoal_queue_publish(shoal_heap_t *h, unsigned c);
 
 #endif

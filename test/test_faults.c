@@ -316,6 +316,14 @@ static void double_free_after_write(void)
         abort();                                /* 16 blocks a page, in order */
     char *p = b[first], *q = b[first + 1];
     memset(q, 'q', SIZE);
+    /* A block back in the page that heads the queue (the last one's):
+     * then p's page, full until now, joins the back of the queue when
+     * blocks come back to it, and leaves it when it empties, where the
+     * count is checked.  (Were the head dry, p's page would become the
+     * head, which stays when it empties: the idle sweep checks it.) */
+    if (page_of(b[N - 1]) == b[first])
+        abort();
+    alloc_free(b[N - 1]);
     for (int i = first + 2; i < first + 16; i++)
         alloc_free(b[i]);
     expected_addr = p;                          /* the message names the page */
@@ -327,6 +335,39 @@ static void double_free_after_write(void)
     for (int i = 0; i < SIZE; i++)
         if (q[i] != 'q')
             abort();                            /* handed out over a live block */
+}
+
+/* The same where the page becomes the head of its queue (the head was
+ * dry when a block came back to it: page_queue.h), which stays when it
+ * empties: alloc_collect, as the idle sweep, checks the count of every
+ * page it finds empty, and keeps this one out of use. */
+static void double_free_after_write_head(void)
+{
+    enum { N = 48, SIZE = 4096 };
+    char *b[N];
+    int first = -1;
+    for (int i = 0; i < N; i++) {
+        b[i] = alloc_malloc(SIZE);
+        if (first < 0 && page_of(b[i]) == b[i])
+            first = i;
+    }
+    if (first < 0 || first + 16 > N || page_of(b[first + 15]) != b[first] ||
+        page_of(b[N - 1]) == b[first])
+        abort();                                /* 16 blocks a page, in order */
+    char *p = b[first], *q = b[first + 1];
+    memset(q, 'q', SIZE);
+    for (int i = first + 2; i < first + 16; i++)
+        alloc_free(b[i]);
+    expected_addr = p;
+    alloc_free(p);
+    memset(p, 0, 16);
+    alloc_free(p);                              /* the count reaches 0 at the head */
+    alloc_collect(false);
+    for (int i = 0; i < 64; i++)
+        memset(alloc_malloc(SIZE), 'x', SIZE);  /* the page is not handed out again */
+    for (int i = 0; i < SIZE; i++)
+        if (q[i] != 'q')
+            abort();
 }
 
 /* A write after free over a free block's link, met by heap profiling's
@@ -504,6 +545,7 @@ CASE(free_never_allocated, "never allocated", "(free,")
 CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
 CASE(double_free_after_write, "freed twice", "(free,")
+CASE(double_free_after_write_head, "freed twice", "(free,")
 CASE(write_after_free_profiled, "free list corrupted", "(malloc,")
 CASE(free_sized_wrong, "size does not match", "(free_sized,")
 CASE(realloc_freed, "double free", "(realloc,")
@@ -564,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_overflow_into_free_neighbour),
         cmocka_unit_test(test_forged_link),
         cmocka_unit_test(test_double_free_after_write),
+        cmocka_unit_test(test_double_free_after_write_head),
         cmocka_unit_test(test_write_after_free_profiled),
         cmocka_unit_test(test_free_sized_wrong),
         cmocka_unit_test(test_realloc_freed),

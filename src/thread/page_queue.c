@@ -141,8 +141,12 @@ void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg)
 
 void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg)
 {
+    shoal_page_t *head = h->pages[pg->size_class];
     shoal_full_remove(h, pg);
-    shoal_queue_push_back(h, pg);
+    if (!shoal_page_has_free(head) && shoal_page_local_empty(head))
+        shoal_queue_push_front(h, pg);
+    else
+        shoal_queue_push_back(h, pg);
 }
 
 void shoal_queue_walk_full(shoal_heap_t *h, shoal_page_t *pg)

@@ -44,7 +44,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
      * heap here is a stable answer.  Acquire (a plain load on x86-64):
      * another heap found here was set up before its thread adopted the
      * page (take_orphan's release), and the remote path reads it.  One
-     * of our pages on the full list fails the test too (page.h). */
+     * of our full pages fails the test too (page.h). */
     uintptr_t owner = shoal_page_owner(pg);
     if (shoal_likely(owner == (uintptr_t)h)) {
         b->link = shoal_encode_key(key, pg->local_free);

@@ -215,6 +215,57 @@ static void test_collect_takes_forwarded_blocks(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
 }
 
+/* ---- the full pages of an exited thread ---------------------------------
+ * A page with no free block is in no list (page_queue.h): when a parked
+ * heap is dismantled, its full pages are found by their owner words and
+ * go to the orphanage with the rest, where the blocks freed later come
+ * home and the empty pages go back to the pool. */
+enum { FULL_SIZE = 1024, FULL_PER_PAGE = 64, FULL_PAGES = 4,
+       FULL_BLOCKS = FULL_PER_PAGE * FULL_PAGES + 1 };
+static unsigned char *full_blocks[FULL_BLOCKS];
+
+static void *fill_pages(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < FULL_BLOCKS; i++) {
+        full_blocks[i] = alloc_malloc(FULL_SIZE);
+        if (full_blocks[i] != NULL)
+            memset(full_blocks[i], i, FULL_SIZE);
+    }
+    return NULL;
+}
+
+static void test_full_pages_of_exited_thread(void **state)
+{
+    (void)state;
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);    /* no pass but ours */
+    alloc_collect(true);                        /* parked heaps hold nothing now */
+    alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&base), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fill_pages, NULL), 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < FULL_BLOCKS; i++)
+        assert_non_null(full_blocks[i]);
+    /* Its first FULL_PAGES pages are full (the next block took a fresh
+     * page); all of them, and the fresh one, go to the orphanage. */
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.heaps_abandoned_pages - base.heaps_abandoned_pages, FULL_PAGES + 1);
+    for (int i = 0; i < FULL_BLOCKS; i++) {
+        for (int k = 0; k < FULL_SIZE; k++)
+            if (full_blocks[i][k] != (unsigned char)i)
+                atomic_fetch_add(&corrupt, 1);
+        alloc_free(full_blocks[i]);
+    }
+    alloc_collect(true);                        /* they come home, the pages go */
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.heaps_abandoned_pages, base.heaps_abandoned_pages);
+    assert_int_equal(atomic_load(&corrupt), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 /* A thread cycles huge blocks through its huge slot (each free puts the
  * mapping there, each malloc takes it back, in the holder's turn with
  * plain loads and stores) while another forces purge passes, which claim
@@ -284,6 +335,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_thread_frees),
         cmocka_unit_test(test_collect_takes_forwarded_blocks),
+        cmocka_unit_test(test_full_pages_of_exited_thread),
         cmocka_unit_test(test_huge_slot_against_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

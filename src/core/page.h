@@ -60,7 +60,7 @@ typedef struct shoal_page_s {
     /* The first line is what a thread that frees into the page reads -
      * free's tests (start_mul, start_limit, mark), the owner word, the
      * class and block size - with the link key; the owner writes it when
-     * the page is set up, carved, or goes on or off the full list (and
+     * the page is set up, carved, or goes full or comes back (and
      * at heap profiling's traps, while profiling is on).  What the owner
      * writes on its every malloc and free is the second line: a thread
      * that frees from outside keeps its copy of the first, and the
@@ -70,8 +70,8 @@ typedef struct shoal_page_s {
     uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
     uint64_t start_mul;         /* see shoal_block_is_start */
     /* The heap that owns it (the orphanage when its heap was dismantled),
-     * with SHOAL_PAGE_FULL set while the page is on that heap's full
-     * list: written by that heap's holder, read by any thread that frees
+     * with SHOAL_PAGE_FULL set while the page is full (in no list):
+     * written by that heap's holder, read by any thread that frees
      * into it, to know where to send the block (shoal_page_heap). */
     _Atomic uintptr_t owner;
     /* capacity * (start_mul * block_size mod 2^64) in a page's head
@@ -104,7 +104,7 @@ typedef struct shoal_page_s {
     uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
     uint8_t armed;              /* both lists end in shoal_trap_end */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` (traps) */
-    struct shoal_page_s *next, *prev;         /* owner's queue or full list */
+    struct shoal_page_s *next, *prev;         /* owner's queue (none while full) */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
     struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
@@ -117,7 +117,7 @@ _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors 
 _Static_assert(offsetof(shoal_page_t, free) == 64, "what the owner writes is a line of its own");
 
 /* The owner word: free compares it whole with the freeing thread's heap,
- * so one test says "this thread's page, and not on the full list"; a
+ * so one test says "this thread's page, and not full"; a
  * free into a full page fails it and takes the remote path, which finds
  * its own heap there (as mimalloc folds its full flag into the thread id
  * free compares).  Every store is a release (a plain store on x86-64):

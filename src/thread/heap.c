@@ -123,7 +123,7 @@ void shoal_process_init(void)
 static shoal_heap_t *heap_acquire(void);
 
 /* A block came home to pg, which has none out now or was full (see
- * remote.h).  The orphanage has no full list, and gives its empty pages
+ * remote.h).  The orphanage marks no page full, and gives its empty pages
  * back in shoal_orphanage_reclaim. */
 static void page_event(shoal_heap_t *h, shoal_page_t *pg)
 {
@@ -504,6 +504,26 @@ static shoal_heap_t *heap_acquire(void)
     return h;
 }
 
+/* h's full pages to the orphanage (h's holder, holding the orphanage).
+ * They are in no list: the pool's descriptors are walked for the pages
+ * whose owner word names h as full - a value only h's holder writes -
+ * until all h counts are found. */
+static void orphan_full_pages(shoal_heap_t *h)
+{
+    uintptr_t full = (uintptr_t)h | SHOAL_PAGE_FULL;
+    size_t n = shoal_pool_count();
+    for (size_t i = 0; i < n && h->full_pages != 0; i++) {
+        shoal_superpage_t *sp = shoal_pool_superpage(i);
+        for (unsigned slot = 1; slot < SHOAL_SP_SLOTS; slot++) {
+            shoal_page_t *pg = &sp->pages[slot];
+            if (atomic_load_explicit(&pg->owner, memory_order_relaxed) == full) {
+                shoal_full_remove(h, pg);
+                shoal_orphanage_put(pg);
+            }
+        }
+    }
+}
+
 /* Give away everything a parked heap holds: empty pages to the pool (as
  * unused for a purge delay: the heap has been parked that long, or the
  * pass is forced), pages with live blocks to the orphanage.  Blocks sent
@@ -525,11 +545,7 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
                 shoal_orphanage_put(pg);
         }
     }
-    while (h->full != NULL) {
-        shoal_page_t *pg = h->full;
-        shoal_full_remove(h, pg);
-        shoal_orphanage_put(pg);
-    }
+    orphan_full_pages(h);
     shoal_orphanage_give();
     drain_cache(h);
     return true;
@@ -578,7 +594,7 @@ void shoal_heap_end_call(void)
 /* Whether a parked heap has anything to dismantle. */
 static bool heap_holds_memory(const shoal_heap_t *h)
 {
-    if (h->full != NULL || h->cached != 0 || h->large_held_slots != 0 ||
+    if (h->full_pages != 0 || h->cached != 0 || h->large_held_slots != 0 ||
         (h->large_cached_slots != 0 && h->large_cached_slots != SHOAL_LARGE_CACHE_CLOSED))
         return true;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)

@@ -1,6 +1,6 @@
 /* heap.h - per-thread heaps.
  *
- * A heap owns pages: a queue of them per size class and a full list
+ * A heap owns pages: a queue of them per size class, and full pages
  * (page_queue.h), the queue heads being what the malloc fast path pops
  * from.  Blocks come back from a local free or through the heap's inbox
  * (remote.h).
@@ -54,7 +54,7 @@ typedef struct shoal_heap_s {
     shoal_page_t *direct[SHOAL_DIRECT_ENTRIES]; /* the fast path's pages by size: size_class.h */
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path above */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
-    shoal_page_t *full;                         /* pages with no free block */
+    size_t full_pages;                          /* pages with no free block: page_queue.h */
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
@@ -132,7 +132,7 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 /* A thread whose heap is `me` (the empty heap if it has none) freed b
  * (its freed mark set), of page pg, whose owner word (page.h) was not
  * `me` as it is: on its way to the owner, through me's outbox, or, for
- * a page of me's full list, back onto it. */
+ * one of me's full pages, back onto it. */
 void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b, shoal_heap_t *me,
                             uintptr_t owner);
 

@@ -119,23 +119,13 @@ void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
 
 void shoal_full_push(shoal_heap_t *h, shoal_page_t *pg)
 {
-    pg->prev = NULL;
-    pg->next = h->full;
-    if (h->full != NULL)
-        h->full->prev = pg;
-    h->full = pg;
+    h->full_pages++;
     shoal_page_set_owner(pg, h, true);
 }
 
 void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg)
 {
-    if (pg->prev != NULL)
-        pg->prev->next = pg->next;
-    else
-        h->full = pg->next;
-    if (pg->next != NULL)
-        pg->next->prev = pg->prev;
-    pg->next = pg->prev = NULL;
+    h->full_pages--;
     shoal_page_set_owner(pg, h, false);
 }
 

@@ -105,7 +105,7 @@ void shoal_remote_send_one(struct shoal_heap_s *by, struct shoal_heap_s *dest, s
 extern _Atomic uint64_t shoal_remote_orphan_atomics;
 
 /* A block came home to pg, which now has no block out (used == 0), or
- * was on its heap's full list: the heap layer's turn (h's holder). */
+ * was full: the heap layer's turn (h's holder). */
 typedef void shoal_remote_event_fn(struct shoal_heap_s *h, shoal_page_t *pg);
 
 /* b came home to pg, one of h's pages, whose owner word (read by the

@@ -176,7 +176,7 @@ def chart_calloc(rows, out):
 TIME_FIGURES = [("json_tree", "total_s"), ("larson", "op_ns"), ("prodcons", "item_ns"),
                 ("xmalloc", "item_ns"), ("false_sharing", "thrash_s"), ("false_sharing", "scratch_s"),
                 ("thread_churn", "thread_us"), ("generations", "gen_ms"),
-                ("footprint", "step_ns")]
+                ("footprint", "step_ns"), ("kv_cache", "step_ns")]
 
 
 def chart_relative(rows, out):
@@ -200,7 +200,7 @@ def chart_relative(rows, out):
                 rv[(label, a)] = v
 
     for w, m in TIME_FIGURES:
-        for t in ([None] if w in ("json_tree", "footprint") else threads):
+        for t in ([None] if w in ("json_tree", "footprint", "kv_cache") else threads):
             d = get(rows, w, m, t, spread=True)
             if not d or "shoal" not in d or not d["shoal"][0]:
                 continue

@@ -65,6 +65,8 @@ progs = [
     ("10. generations RSS 2.5 s after the last free (MiB)", "generations", "rss_idle_mb", False, False),
     ("11. footprint (ns a replacement)", "footprint", "step_ns", False, False),
     ("11. footprint peak RSS (MiB)", "footprint", "peak_rss_mb", False, False),
+    ("15. kv_cache (ns a replacement)", "kv_cache", "step_ns", False, False),
+    ("15. kv_cache peak RSS (MiB)", "kv_cache", "peak_rss_mb", False, False),
     ("12. xmalloc (ns an item)", "xmalloc", "item_ns", False, False),
     ("12. xmalloc peak RSS (MiB)", "xmalloc", "peak_rss_mb", False, False),
     ("9. redis SET (req/s)", "redis", "rps.set", True, True),

@@ -301,47 +301,12 @@ static void forged_link(void)
  * blocks out falls by two for one block, reaches 0 while q is still
  * live, and the page must not go back to the pool (to be handed out
  * again over q): its lists, counted when it empties, hold a block too
- * few. */
-static void double_free_after_write(void)
-{
-    enum { N = 48, SIZE = 4096 };
-    char *b[N];
-    int first = -1;
-    for (int i = 0; i < N; i++) {
-        b[i] = alloc_malloc(SIZE);
-        if (first < 0 && page_of(b[i]) == b[i])
-            first = i;
-    }
-    if (first < 0 || first + 16 > N || page_of(b[first + 15]) != b[first])
-        abort();                                /* 16 blocks a page, in order */
-    char *p = b[first], *q = b[first + 1];
-    memset(q, 'q', SIZE);
-    /* A block back in the page that heads the queue (the last one's):
-     * then p's page, full until now, joins the back of the queue when
-     * blocks come back to it, and leaves it when it empties, where the
-     * count is checked.  (Were the head dry, p's page would become the
-     * head, which stays when it empties: the idle sweep checks it.) */
-    if (page_of(b[N - 1]) == b[first])
-        abort();
-    alloc_free(b[N - 1]);
-    for (int i = first + 2; i < first + 16; i++)
-        alloc_free(b[i]);
-    expected_addr = p;                          /* the message names the page */
-    alloc_free(p);
-    memset(p, 0, 16);                           /* the write after free */
-    alloc_free(p);                              /* the page's count reaches 0 */
-    for (int i = 0; i < 64; i++)                /* reuse its slot, if it went back */
-        memset(alloc_malloc(8000), 'x', 8000);
-    for (int i = 0; i < SIZE; i++)
-        if (q[i] != 'q')
-            abort();                            /* handed out over a live block */
-}
-
-/* The same where the page becomes the head of its queue (the head was
- * dry when a block came back to it: page_queue.h), which stays when it
- * empties: alloc_collect, as the idle sweep, checks the count of every
- * page it finds empty, and keeps this one out of use. */
-static void double_free_after_write_head(void)
+ * few.  `at_head`: the page, full until blocks come back to it, becomes
+ * the head of its queue (the head was dry: page_queue.h), which stays
+ * when it empties, and alloc_collect, as the idle sweep, checks it;
+ * otherwise a block back in the head page (the last one's) has it join
+ * the back of the queue, which it leaves when it empties. */
+static void double_free_after_write_in(bool at_head)
 {
     enum { N = 48, SIZE = 4096 };
     char *b[N];
@@ -356,18 +321,31 @@ static void double_free_after_write_head(void)
         abort();                                /* 16 blocks a page, in order */
     char *p = b[first], *q = b[first + 1];
     memset(q, 'q', SIZE);
+    if (!at_head)
+        alloc_free(b[N - 1]);
     for (int i = first + 2; i < first + 16; i++)
         alloc_free(b[i]);
-    expected_addr = p;
+    expected_addr = p;                          /* the message names the page */
     alloc_free(p);
-    memset(p, 0, 16);
-    alloc_free(p);                              /* the count reaches 0 at the head */
-    alloc_collect(false);
-    for (int i = 0; i < 64; i++)
-        memset(alloc_malloc(SIZE), 'x', SIZE);  /* the page is not handed out again */
+    memset(p, 0, 16);                           /* the write after free */
+    alloc_free(p);                              /* the page's count reaches 0 */
+    if (at_head)
+        alloc_collect(false);
+    for (int i = 0; i < 64; i++)                /* reuse its slot, if it went back */
+        memset(alloc_malloc(8000), 'x', 8000);
     for (int i = 0; i < SIZE; i++)
         if (q[i] != 'q')
-            abort();
+            abort();                            /* handed out over a live block */
+}
+
+static void double_free_after_write(void)
+{
+    double_free_after_write_in(false);
+}
+
+static void double_free_after_write_head(void)
+{
+    double_free_after_write_in(true);
 }
 
 /* A write after free over a free block's link, met by heap profiling's

@@ -145,14 +145,38 @@ enum { LEFT = 200, LEFT_SIZE = 176, FREED = 40 };
 static unsigned char *left[LEFT];
 static _Atomic int freer_may_exit;
 
+/* n blocks of `size` into b[], block i filled with the byte i. */
+static void make_filled(unsigned char **b, int n, size_t size)
+{
+    for (int i = 0; i < n; i++) {
+        b[i] = alloc_malloc(size);
+        if (b[i] != NULL)
+            memset(b[i], i, size);
+    }
+}
+
+/* With no purge pass but the test's own (the delay it had returned) and
+ * the parked heaps emptied: *base, then a thread runs fn, which leaves
+ * n blocks in b[], and exits. */
+static long blocks_of_exited_thread(void *(*fn)(void *), unsigned char **b, int n,
+                                    alloc_stats_t *base)
+{
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(base), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fn, NULL), 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < n; i++)
+        assert_non_null(b[i]);
+    return delay;
+}
+
 static void *leave_blocks(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < LEFT; i++) {
-        left[i] = alloc_malloc(LEFT_SIZE);
-        if (left[i] != NULL)
-            memset(left[i], i, LEFT_SIZE);
-    }
+    make_filled(left, LEFT, LEFT_SIZE);
     return NULL;
 }
 
@@ -175,16 +199,9 @@ static void *free_some(void *arg)
 static void test_collect_takes_forwarded_blocks(void **state)
 {
     (void)state;
-    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);    /* no pass but ours */
-    alloc_collect(true);
     alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&base), 0);
+    long delay = blocks_of_exited_thread(leave_blocks, left, LEFT, &base);
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, leave_blocks, NULL), 0);
-    pthread_join(t, NULL);
-    for (int i = 0; i < LEFT; i++)
-        assert_non_null(left[i]);
     alloc_collect(true);                        /* the exited thread's heap goes */
     assert_int_equal(pthread_create(&t, NULL, free_some, NULL), 0);
     while (!atomic_load(&freer_done))
@@ -227,27 +244,15 @@ static unsigned char *full_blocks[FULL_BLOCKS];
 static void *fill_pages(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < FULL_BLOCKS; i++) {
-        full_blocks[i] = alloc_malloc(FULL_SIZE);
-        if (full_blocks[i] != NULL)
-            memset(full_blocks[i], i, FULL_SIZE);
-    }
+    make_filled(full_blocks, FULL_BLOCKS, FULL_SIZE);
     return NULL;
 }
 
 static void test_full_pages_of_exited_thread(void **state)
 {
     (void)state;
-    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);    /* no pass but ours */
-    alloc_collect(true);                        /* parked heaps hold nothing now */
     alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&base), 0);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, fill_pages, NULL), 0);
-    pthread_join(t, NULL);
-    for (int i = 0; i < FULL_BLOCKS; i++)
-        assert_non_null(full_blocks[i]);
+    long delay = blocks_of_exited_thread(fill_pages, full_blocks, FULL_BLOCKS, &base);
     /* Its first FULL_PAGES pages are full (the next block took a fresh
      * page); all of them, and the fresh one, go to the orphanage. */
     alloc_collect(true);

@@ -1,5 +1,5 @@
 /* page_queue.c - a heap's queues of pages, one per size class, its full
- * list, and the direct table that leads malloc to each queue's head
+ * pages, and the direct table that leads malloc to each queue's head
  * (page_queue.h). */
 #include "page_queue.h"
 

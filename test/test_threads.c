@@ -271,6 +271,64 @@ static void test_full_pages_of_exited_thread(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
 }
 
+/* ---- large-block caches shared out among many threads ------------------
+ * Each thread frees four 512 KiB blocks while SHARE_THREADS heaps live:
+ * its cache's share of SHOAL_LARGE_CACHE_SHARED is then below a block,
+ * so the blocks go back to the pool, where with 2 MiB a heap they would
+ * stay, 64 MiB in all (large_cache.h). */
+enum { SHARE_THREADS = 40, SHARE_BLOCKS = 4, SHARE_SIZE = 512 << 10 };
+static pthread_barrier_t share_bar;
+
+static void *share_worker(void *arg)
+{
+    (void)arg;
+    unsigned char *own = alloc_malloc(64);      /* a heap of its own ... */
+    pthread_barrier_wait(&share_bar);           /* ... and every other thread's too */
+    unsigned char *b[SHARE_BLOCKS];
+    for (int i = 0; i < SHARE_BLOCKS; i++) {
+        b[i] = alloc_malloc(SHARE_SIZE);
+        if (b[i] == NULL || own == NULL) {
+            atomic_fetch_add(&corrupt, 1);
+            continue;
+        }
+        memset(b[i], i, SHARE_SIZE);
+    }
+    for (int i = 0; i < SHARE_BLOCKS; i++) {
+        if (b[i] != NULL && b[i][SHARE_SIZE - 1] != (unsigned char)i)
+            atomic_fetch_add(&corrupt, 1);
+        alloc_free(b[i]);
+    }
+    pthread_barrier_wait(&share_bar);           /* all freed: the main thread counts */
+    pthread_barrier_wait(&share_bar);
+    alloc_free(own);
+    return NULL;
+}
+
+static void test_large_caches_shared_out(void **state)
+{
+    (void)state;
+    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&base), 0);
+    assert_int_equal(pthread_barrier_init(&share_bar, NULL, SHARE_THREADS + 1), 0);
+    pthread_t t[SHARE_THREADS];
+    for (int i = 0; i < SHARE_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, share_worker, NULL), 0);
+    pthread_barrier_wait(&share_bar);
+    pthread_barrier_wait(&share_bar);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    /* A page of 64 B blocks and a few cached ones each, no large block. */
+    assert_true(st.pool_slots_used <= base.pool_slots_used + SHARE_THREADS * 4);
+    pthread_barrier_wait(&share_bar);
+    for (int i = 0; i < SHARE_THREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&share_bar);
+    assert_int_equal(atomic_load(&corrupt), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 /* A thread cycles huge blocks through its huge slot (each free puts the
  * mapping there, each malloc takes it back, in the holder's turn with
  * plain loads and stores) while another forces purge passes, which claim
@@ -341,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_cross_thread_frees),
         cmocka_unit_test(test_collect_takes_forwarded_blocks),
         cmocka_unit_test(test_full_pages_of_exited_thread),
+        cmocka_unit_test(test_large_caches_shared_out),
         cmocka_unit_test(test_huge_slot_against_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -379,6 +379,7 @@ static void sweep_idle(shoal_heap_t *h)
     if (delay > 0 && now - h->swept_ms < (uint64_t)delay)
         return;
     h->swept_ms = now;
+    shoal_large_cache_share(h, shoal_heaps_live());
     if (!h->large_cache_used)
         shoal_large_cache_drain(h);
     if (!h->page_cache_used)
@@ -492,8 +493,9 @@ static shoal_heap_t *heap_acquire(void)
     }
     atomic_store_explicit(&h->live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
-    shoal_peak_update(&heaps_live_peak,
-                      atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1);
+    size_t live = atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed) + 1;
+    shoal_peak_update(&heaps_live_peak, live);
+    shoal_large_cache_share(h, live);
     shoal_tl_heap = h;
     shoal_huge_slot_bind(&h->huge_slot);
     atomic_signal_fence(memory_order_seq_cst);
@@ -744,6 +746,11 @@ void shoal_heap_send_idle_outboxes(void)
 /* In a fork child, heaps made in the parent do not count: the child has
  * one thread (whose heap counts as one) until it starts more. */
 static size_t created_in_parent;
+
+size_t shoal_heaps_live(void)
+{
+    return atomic_load_explicit(&heaps_live, memory_order_relaxed);
+}
 
 size_t shoal_heap_created(void)
 {

@@ -32,7 +32,9 @@
 #define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
 _Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in the page cache");
-#define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps: 2 MiB */
+#define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps at most: 2 MiB */
+#define SHOAL_LARGE_CACHE_SHARED 128    /* ... all live heaps together: 8 MiB, ... */
+#define SHOAL_LARGE_CACHE_MIN 4         /* ... but 256 KiB each at least */
 #define SHOAL_LARGE_CACHE_CLOSED (SHOAL_LARGE_CACHE_SLOTS + 1)  /* its cached slots: closed */
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
@@ -62,6 +64,7 @@ typedef struct shoal_heap_s {
      * while closed to the fast paths. */
     shoal_page_t *large_free[SHOAL_LARGE_SLOTS + 1];
     unsigned large_cached_slots;
+    unsigned large_cap;                         /* the slots they may take now: large_cache.h */
     shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
@@ -166,6 +169,9 @@ void shoal_process_init(void);
 /* Heaps ever taken by threads of this process (a fork child counts from
  * its one thread). */
 size_t shoal_heap_created(void);
+
+/* Heaps that threads hold now (relaxed: a count of the moment). */
+size_t shoal_heaps_live(void);
 
 /* fork(): hold the heap layer's lock across it; in the child, also
  * undo what threads that do not exist there left half done (`locked`:

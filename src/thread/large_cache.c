@@ -52,6 +52,14 @@ static void drain_stacks(shoal_page_t **stacks, unsigned *slots)
             release(shoal_large_stack_take(stacks, slots, held), held);
 }
 
+void shoal_large_cache_share(shoal_heap_t *h, size_t live)
+{
+    size_t cap = SHOAL_LARGE_CACHE_SHARED / (live != 0 ? live : 1);
+    h->large_cap = cap > SHOAL_LARGE_CACHE_SLOTS ? SHOAL_LARGE_CACHE_SLOTS
+                   : cap < SHOAL_LARGE_CACHE_MIN ? SHOAL_LARGE_CACHE_MIN
+                                                 : (unsigned)cap;
+}
+
 void shoal_large_cache_drain(shoal_heap_t *h)
 {
     unsigned *slots;
@@ -75,6 +83,8 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero, bool grow)
 {
     shoal_heap_t *h = shoal_heap_of_thread();
     unsigned want = shoal_large_slots(n);
+    if (h != &shoal_empty_heap)
+        shoal_large_cache_share(h, shoal_heaps_live());    /* threads come and go */
     /* The smallest cached block that holds it, at the alignment asked
      * (the top of each stack is looked at): a block grown by realloc
      * and freed serves the next, smaller start of the same cycle from
@@ -122,12 +132,13 @@ void *shoal_heap_large_alloc(size_t n, size_t align, bool zero, bool grow)
 
 /* Push head onto a cache, making room from the largest blocks cached
  * (one eviction frees the most); false if it is larger than a cache. */
-static bool stack_push(shoal_page_t **stacks, unsigned *slots, shoal_page_t *head)
+static bool stack_push(shoal_page_t **stacks, unsigned *slots, unsigned cap,
+                       shoal_page_t *head)
 {
     unsigned held = shoal_large_held(head);
-    if (held > SHOAL_LARGE_CACHE_SLOTS)
+    if (held > cap)
         return false;
-    for (unsigned o = SHOAL_LARGE_SLOTS; *slots + held > SHOAL_LARGE_CACHE_SLOTS;) {
+    for (unsigned o = SHOAL_LARGE_SLOTS; *slots + held > cap;) {
         if (stacks[o] == NULL) {
             o--;
             continue;
@@ -148,7 +159,7 @@ void shoal_heap_large_free(shoal_page_t *head)
     unsigned *slots;
     shoal_page_t **stacks = slow_stacks(h, &slots);
     count_live(h, shoal_large_held(head), -1, false);
-    if (stacks != NULL && stack_push(stacks, slots, head))
+    if (stacks != NULL && stack_push(stacks, slots, h->large_cap, head))
         return;
     shoal_large_unmake(head);
     release(head, shoal_large_held(head));

@@ -3,9 +3,16 @@
  *
  * A freed large block stays with the heap of the thread that freed it,
  * on a stack per number of slots linked through its head descriptor's
- * `next`, up to SHOAL_LARGE_CACHE_SLOTS slots in all: a free and a
- * malloc of the same number of slots meet there as a push and a pop,
- * with no atomic operation, no lock and no clock.  The idle sweep gives
+ * `next`, up to `large_cap` slots in all: a free and a malloc of the
+ * same number of slots meet there as a push and a pop, with no atomic
+ * operation, no lock and no clock.  The cap is SHOAL_LARGE_CACHE_SLOTS
+ * (2 MiB) while few threads live, and the live heaps' share of
+ * SHOAL_LARGE_CACHE_SHARED (8 MiB), down to SHOAL_LARGE_CACHE_MIN, when
+ * many do: 26 threads of CPython's test_asyncio.test_ssl, each keeping
+ * 2 MiB of the 256 KiB-1 MiB buffers it freed, had a peak RSS of 291
+ * MB, 226 with 256 KiB each (glibc 188).  A heap takes its share when
+ * its thread takes it, at each large malloc the cache does not serve,
+ * and at its idle sweep.  The idle sweep gives
  * the cache back to the pool when no large block was taken from it since
  * the sweep before.
  *
@@ -61,12 +68,12 @@ static inline void *shoal_large_cache_pop(shoal_heap_t *h, size_t n)
 
 /* The free fast path: push the block whose head is `head` onto h's
  * stack of its number of slots; false, and nothing done, when that would
- * take the cache over SHOAL_LARGE_CACHE_SLOTS (the empty heap's cache
- * counts as over it, so a thread without a heap keeps nothing). */
+ * take the cache over its cap (the empty heap's cache counts as over
+ * it, so a thread without a heap keeps nothing). */
 static inline bool shoal_large_cache_push(shoal_heap_t *h, shoal_page_t *head)
 {
     unsigned held = shoal_large_held(head);
-    if (h->large_cached_slots + held > SHOAL_LARGE_CACHE_SLOTS)
+    if (h->large_cached_slots + held > h->large_cap)
         return false;
     shoal_count(&h->stats.large_live[held], (uint64_t)-1);
     shoal_large_unmake(head);
@@ -90,6 +97,9 @@ void shoal_heap_large_free(shoal_page_t *head);
 
 /* realloc in place (src/core/large.h), counted. */
 void *shoal_heap_large_resize(shoal_page_t *head, size_t size);
+
+/* h's share of the large-block caches of `live` heaps (h's holder). */
+void shoal_large_cache_share(shoal_heap_t *h, size_t live);
 
 /* Give h's cached large blocks back to the pool (h's holder). */
 void shoal_large_cache_drain(shoal_heap_t *h);

@@ -155,16 +155,23 @@ static void make_filled(unsigned char **b, int n, size_t size)
     }
 }
 
-/* With no purge pass but the test's own (the delay it had returned) and
- * the parked heaps emptied: *base, then a thread runs fn, which leaves
- * n blocks in b[], and exits. */
-static long blocks_of_exited_thread(void *(*fn)(void *), unsigned char **b, int n,
-                                    alloc_stats_t *base)
+/* No purge pass but the test's own from now (the delay it had is
+ * returned), the parked heaps emptied, and *base taken then. */
+static long quiet_base(alloc_stats_t *base)
 {
     long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
     alloc_collect(true);
     assert_int_equal(alloc_stats_get(base), 0);
+    return delay;
+}
+
+/* quiet_base, then a thread runs fn, which leaves n blocks in b[], and
+ * exits. */
+static long blocks_of_exited_thread(void *(*fn)(void *), unsigned char **b, int n,
+                                    alloc_stats_t *base)
+{
+    long delay = quiet_base(base);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, fn, NULL), 0);
     pthread_join(t, NULL);
@@ -307,11 +314,8 @@ static void *share_worker(void *arg)
 static void test_large_caches_shared_out(void **state)
 {
     (void)state;
-    long delay = alloc_option_get(ALLOC_OPTION_PURGE_DELAY_MS);
-    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
-    alloc_collect(true);
     alloc_stats_t base = { .size = sizeof base }, st = { .size = sizeof st };
-    assert_int_equal(alloc_stats_get(&base), 0);
+    long delay = quiet_base(&base);
     assert_int_equal(pthread_barrier_init(&share_bar, NULL, SHARE_THREADS + 1), 0);
     pthread_t t[SHARE_THREADS];
     for (int i = 0; i < SHARE_THREADS; i++)

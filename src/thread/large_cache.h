@@ -12,9 +12,8 @@
  * 2 MiB of the 256 KiB-1 MiB buffers it freed, had a peak RSS of 291
  * MB, 226 with 256 KiB each (glibc 188).  A heap takes its share when
  * its thread takes it, at each large malloc the cache does not serve,
- * and at its idle sweep.  The idle sweep gives
- * the cache back to the pool when no large block was taken from it since
- * the sweep before.
+ * and at its idle sweep.  The idle sweep gives the cache back to the
+ * pool when no large block was taken from it since the sweep before.
  *
  * While heap profiling is on the cache is closed to the fast paths, whose
  * large blocks must go by the slow ones to be counted for sampling: its

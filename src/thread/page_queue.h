@@ -42,11 +42,12 @@ void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg);
  * becomes the head, and that malloc takes the block just freed, still in
  * cache.  A random replacement of blocks leaves a block or two in each
  * page, and walked the queue at every other malloc (50,000 blocks of
- * 100-3000 B replaced 400,000 times: 218,000 walks, 138,000 now).  The head it displaces holds no free
- * block, so it cannot be left empty behind the new one.  Otherwise the
- * page joins the back of the queue: the head keeps serving mallocs, and
- * a head page that empties stays only while it is the head, so pushing
- * in front of it would strand it. */
+ * 100-3000 B replaced 400,000 times: 218,000 walks, 138,000 now).  The
+ * head it displaces holds no free block, so it cannot be left empty
+ * behind the new one.  Otherwise the page joins the back of the queue:
+ * the head keeps serving mallocs, and a head page that empties stays
+ * only while it is the head, so pushing in front of it would strand
+ * it. */
 void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg);
 
 /* A walk of class c's queue for a page with a free block (heap.c's

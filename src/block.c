@@ -63,7 +63,7 @@ static void bad_block(const shoal_page_t *pg, const shoal_block_t *b, const char
 static void bad_pool_pointer(const void *p, const char *fn)
 {
     shoal_superpage_t *sp = shoal_superpage_of(p);
-    unsigned slot = (unsigned)(((uintptr_t)p - (uintptr_t)sp) >> SHOAL_SLOT_SHIFT);
+    unsigned slot = (unsigned)(((uintptr_t)p >> SHOAL_SLOT_SHIFT) & (SHOAL_SP_SLOTS - 1));
     const char *what = slot == 0   ? "pointer to memory that is not allocated (shoal's own "
                                      "metadata)"
                        : frees(fn) ? "pointer to memory that is not allocated: freed "

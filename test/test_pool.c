@@ -139,7 +139,7 @@ static shoal_span_t claim_checked(unsigned order)
     memset(&s, 0xee, sizeof s);
     assert_true(shoal_pool_claim(order, &s));
     assert_non_null(s.sp);
-    assert_int_equal((uintptr_t)s.sp & (SHOAL_SP_SIZE - 1), 0);
+    assert_ptr_equal(s.sp, shoal_superpage_at(shoal_superpage_base(s.sp)));  /* its header */
     assert_int_equal(s.order, order);
     assert_true(s.slot >= 1);                               /* slot 0 is the header */
     assert_true(s.slot + (1u << order) <= SHOAL_SP_SLOTS);
@@ -173,6 +173,35 @@ static shoal_superpage_t *fill_pool(void)
     }
     assert_int_equal(superpage_count(), before + 1);
     return fresh;
+}
+
+/* Every superpage's header lies at its color in slot 0, and the
+ * descriptor free finds for an address by masking (shoal_slot_desc) is
+ * the one in that header (shoal_superpage_of), in every slot.  Four fresh
+ * superpages at least, so that more than one color is seen where the OS
+ * places them side by side. */
+static void test_headers_at_their_colors(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SHOAL_SP_COLORS; i++)
+        fill_pool();
+    unsigned seen = 0;
+    for (size_t i = 0; i < superpage_count(); i++) {
+        shoal_superpage_t *sp = shoal_pool_superpage(i);
+        uintptr_t base = (uintptr_t)shoal_superpage_base(sp);
+        assert_int_equal(base & (SHOAL_SP_SIZE - 1), 0);
+        size_t color = (base >> SHOAL_SP_SHIFT) & (SHOAL_SP_COLORS - 1);
+        assert_int_equal((uintptr_t)sp - base, color * SHOAL_SP_HEADER_STEP);
+        assert_true((uintptr_t)sp - base + sizeof *sp <= SHOAL_SLOT_SIZE);
+        seen |= 1u << color;
+        for (unsigned slot = 0; slot < SHOAL_SP_SLOTS; slot++) {
+            char *at = shoal_slot_addr(sp, slot);
+            assert_ptr_equal(shoal_superpage_of(at + 4096), sp);
+            assert_ptr_equal(shoal_slot_desc(at), &sp->pages[slot]);
+            assert_ptr_equal(shoal_slot_desc(at + SHOAL_SLOT_SIZE - 16), &sp->pages[slot]);
+        }
+    }
+    print_message("superpages %zu, colors seen 0x%x\n", superpage_count(), seen);
 }
 
 static void fill(void *p, size_t n, uint64_t seed)
@@ -786,6 +815,7 @@ int main(void)
         cmocka_unit_test_teardown(test_grow_in_place, release_leftovers),
         cmocka_unit_test_teardown(test_claim_run_anywhere, release_leftovers),
         cmocka_unit_test_teardown(test_purge_zeroes_free_slots, release_leftovers),
+        cmocka_unit_test_teardown(test_headers_at_their_colors, release_leftovers),
         cmocka_unit_test_teardown(test_fresh_slots_purge_unfit_dirty_ones, release_leftovers),
         cmocka_unit_test_teardown(test_purge_lazy_mode, release_leftovers),
         cmocka_unit_test_teardown(test_max_memory_refuses_growth, release_leftovers),

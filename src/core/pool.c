@@ -257,19 +257,19 @@ static bool grow(size_t seen)
      * hold both (`sort -S 12M` frees its 12 MiB buffer and then makes
      * 2 MiB blocks).  It is charged already, as the mapping was; every
      * slot of it counts dirty, and its header must be written whole. */
-    shoal_superpage_t *sp = n < SHOAL_MAX_SUPERPAGES ? shoal_huge_cache_give_chunk() : NULL;
+    void *base = n < SHOAL_MAX_SUPERPAGES ? shoal_huge_cache_give_chunk() : NULL;
     uint64_t dirty = ~(uint64_t)0;
-    if (sp != NULL) {
-        memset(sp, 0, sizeof *sp);
+    if (base != NULL) {
+        memset(shoal_superpage_at(base), 0, sizeof(shoal_superpage_t));
     } else {
         dirty = 1;
         bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
         if (charged && n < SHOAL_MAX_SUPERPAGES)
-            sp = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
-        if (sp == NULL && charged)
+            base = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
+        if (base == NULL && charged)
             shoal_commit_uncharge(SHOAL_SLOT_SIZE);
     }
-    if (sp == NULL) {
+    if (base == NULL) {
         if (shoal_opt(ALLOC_OPTION_VERBOSE))
             shoal_warning("no memory for another superpage (%zu committed, MAX_MEMORY %ld)",
                           shoal_commit_charged(), shoal_opt(ALLOC_OPTION_MAX_MEMORY));
@@ -278,14 +278,15 @@ static bool grow(size_t seen)
         goto out;
     }
     if (shoal_opt(ALLOC_OPTION_HUGE_PAGES))
-        shoal_os_huge_hint(sp, SHOAL_SP_SIZE);
+        shoal_os_huge_hint(base, SHOAL_SP_SIZE);
     /* Fresh memory is zero: only the header's fields need values. */
+    shoal_superpage_t *sp = shoal_superpage_at(base);
     atomic_store_explicit(&sp->occupied, 1, memory_order_relaxed);
     atomic_store_explicit(&sp->dirty, dirty, memory_order_relaxed);
     sp->index = (uint32_t)n;
     sp->pages[0].kind = SHOAL_SLOT_META;
     sp_table[n] = sp;
-    shoal_chunk_set(sp, SHOAL_CHUNK_SUPERPAGE);
+    shoal_chunk_set(base, SHOAL_CHUNK_SUPERPAGE);
     /* Release: a reader that sees the new count sees the header above. */
     atomic_store_explicit(&sp_count, n + 1, memory_order_release);
     atomic_store_explicit(&claim_hint, n, memory_order_relaxed);

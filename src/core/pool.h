@@ -21,8 +21,11 @@
 #include <stddef.h>
 #include "page.h"
 
+/* The header of a superpage, in its slot 0, at the superpage's color
+ * (below).  A shoal_superpage_t pointer is the header's address, not the
+ * superpage's: shoal_slot_addr masks it down. */
 typedef struct shoal_superpage_s {
-    /* First, so that a descriptor's address is the superpage's with the
+    /* First, so that a descriptor's address is the header's with the
      * slot's number in the bits above SHOAL_DESC_SHIFT (shoal_slot_desc). */
     shoal_page_t pages[SHOAL_SP_SLOTS];
     _Atomic uint64_t occupied;          /* bit i: slot i claimed */
@@ -95,14 +98,49 @@ typedef struct shoal_pool_stats_s {
 } shoal_pool_stats_t;
 void shoal_pool_stats(shoal_pool_stats_t *st);
 
+/* Colors.  Superpages are aligned to 4 MiB, so a header at the start of
+ * each would put every superpage's descriptors in the same sets of every
+ * cache whose sets repeat at a power of two up to 4 MiB (a 2 MiB 16-way
+ * L2 repeats every 128 KiB): a large heap's descriptors, 8 KiB each 4
+ * MiB, would compete for a few hundred lines while the rest of the cache
+ * stood idle for them.  (Found on a cache of values overwritten at
+ * random, bench/kv_cache: with 200 MiB live, the block-start test's load
+ * of the descriptor missed the last level at four frees in five.)  So
+ * the header lies at one of SHOAL_SP_COLORS places in slot 0, chosen by
+ * the superpage's address bits just above the superpage shift: 8 KiB
+ * apart, in consecutive superpages.  Those bits come down next to the
+ * slot's in shoal_slot_desc, which so stays two masks, a shift and an
+ * or. */
+#define SHOAL_SP_COLORS 4
+#define SHOAL_SP_HEADER_STEP (sizeof(shoal_page_t) * SHOAL_SP_SLOTS)   /* 8 KiB */
+_Static_assert(SHOAL_SP_HEADER_STEP ==
+                   (size_t)1 << (SHOAL_SP_SHIFT - (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)),
+               "a color's step is the descriptors' size, so its bits follow the slot's");
+_Static_assert((SHOAL_SP_COLORS - 1) * SHOAL_SP_HEADER_STEP + sizeof(shoal_superpage_t) <=
+                   SHOAL_SLOT_SIZE,
+               "the header fits in slot 0 at every color");
+
+/* The header of the superpage at `base` (4 MiB aligned). */
+static inline shoal_superpage_t *shoal_superpage_at(void *base)
+{
+    uintptr_t color = ((uintptr_t)base >> SHOAL_SP_SHIFT) & (SHOAL_SP_COLORS - 1);
+    return (shoal_superpage_t *)((char *)base + color * SHOAL_SP_HEADER_STEP);
+}
+
+static inline void *shoal_superpage_base(const shoal_superpage_t *sp)
+{
+    return (void *)((uintptr_t)sp & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+}
+
 static inline shoal_superpage_t *shoal_superpage_of(const void *p)
 {
-    return (shoal_superpage_t *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1));
+    return shoal_superpage_at(
+        (void *)((uintptr_t)p & ~(uintptr_t)(SHOAL_SP_SIZE - 1)));
 }
 
 static inline void *shoal_slot_addr(const shoal_superpage_t *sp, unsigned slot)
 {
-    return (char *)sp + ((size_t)slot << SHOAL_SLOT_SHIFT);
+    return (char *)shoal_superpage_base(sp) + ((size_t)slot << SHOAL_SLOT_SHIFT);
 }
 
 static inline shoal_page_t *shoal_span_head(const shoal_span_t *s)
@@ -113,15 +151,16 @@ static inline shoal_page_t *shoal_span_head(const shoal_span_t *s)
 /* The descriptor of the slot holding p (p inside a pool superpage). */
 static inline shoal_page_t *shoal_slot_desc(const void *p)
 {
-    /* &sp->pages[slot], spelt so the compiler makes it two masks, a
-     * shift and an or: the slot's byte offset in pages[] (at the start of
-     * the superpage) is its number times the descriptor size, which is
-     * the address bits above the slot shift moved down by
-     * SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT. */
+    /* &shoal_superpage_of(p)->pages[slot], spelt so the compiler makes
+     * it two masks, a shift and an or: the slot's byte offset in pages[]
+     * is its number times the descriptor size, which is the address bits
+     * above the slot shift moved down by SHOAL_SLOT_SHIFT -
+     * SHOAL_DESC_SHIFT; the same shift brings the color bits, just above
+     * the superpage shift, to the header's offset in slot 0. */
     _Static_assert(offsetof(shoal_superpage_t, pages) == 0, "descriptors first");
     uintptr_t a = (uintptr_t)p;
     uintptr_t at = (a >> (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)) &
-                   ((SHOAL_SP_SLOTS - 1) << SHOAL_DESC_SHIFT);
+                   ((SHOAL_SP_SLOTS * SHOAL_SP_COLORS - 1) << SHOAL_DESC_SHIFT);
     return (shoal_page_t *)((a & ~(SHOAL_SP_SIZE - 1)) | at);
 }
 

@@ -16,7 +16,8 @@
  *
  * Checked: no block changed; the peak of shoal's committed memory (and,
  * outside the sanitizers, of the RSS) over all generations is within
- * 1.25x of the peak over the first 25; and once the last leftovers are
+ * 1.25x of the peak over the first 25 (plus GROWTH_SLACK under
+ * ThreadSanitizer); and once the last leftovers are
  * freed, within a few purge delays and with no allocator call meanwhile,
  * active memory comes within ACTIVE_SLACK of the bytes allocated.
  */
@@ -29,8 +30,16 @@
 #define KEEP 10                         /* one block in KEEP is left behind */
 #ifdef DROP_IN_TSAN
 #define BLOCKS 4000
+/* Under ThreadSanitizer the peaks are about 2 MiB, a generation runs
+ * tens of times slower, and where the purger's passes fall among the
+ * generations is the machine's load's to say: the early and late peaks
+ * have been seen 8 slots apart from timing alone (2432 KiB against
+ * 1920).  The growth this test is for, pages of exited threads kept,
+ * was 2 MiB a generation. */
+#define GROWTH_SLACK ((size_t)1 << 20)
 #else
 #define BLOCKS 40000
+#define GROWTH_SLACK 0
 #endif
 #define MAIN_BATCH 17
 #define PURGE_DELAY_MS 100
@@ -126,7 +135,7 @@ int main(int argc, char **argv)
     printf("  at the end: allocated %zu KiB, active %zu KiB (slack %zu KiB), "
            "%zu abandoned pages, %zu heaps live\n", st.allocated >> 10, st.active >> 10,
            ACTIVE_SLACK >> 10, st.heaps_abandoned_pages, st.heaps_live);
-    if (committed_peak * 4 > committed_early * 5)
+    if (committed_peak * 4 > committed_early * 5 + GROWTH_SLACK * 4)
         die("committed memory grows with the generations: %zu KiB after 25, %zu KiB "
             "after %u", committed_early >> 10, committed_peak >> 10, gens);
     if (CHECK_RSS && rss_peak * 4 > rss_early * 5)

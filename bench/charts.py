@@ -230,6 +230,80 @@ def chart_relative(rows, out):
     save(fig, out, "workloads")
 
 
+# The time figure of each threaded workload, a panel each in scaling.png,
+# with its label; false_sharing last, so that the free panel under its
+# second figure (one RSS for both phases) can hold the legend.
+SCALING_FIGURES = [("larson", "op_ns", "4. larson: ns a step, per thread"),
+                   ("prodcons", "item_ns", "5. prodcons: ns an item"),
+                   ("xmalloc", "item_ns", "12. xmalloc: ns an item"),
+                   ("thread_churn", "thread_us", "7. thread_churn: us a thread"),
+                   ("false_sharing", "thrash_s", "6. false_sharing: thrash (s)"),
+                   ("false_sharing", "scratch_s", "6. false_sharing: scratch (s)")]
+
+
+def thread_counts(rows, workload):
+    return sorted({int(r["threads"]) for r in rows if r["workload"] == workload and r["threads"]})
+
+
+def curves(ax, rows, workload, metric, title):
+    """One line per allocator over the thread counts: medians, with bars
+    from the runs' minimum to maximum.  Each allocator's points sit a
+    little apart in x, so that bars at the same count do not hide each
+    other."""
+    counts = thread_counts(rows, workload)
+    allocs = [a for a in allocs_in(rows, workload) if a != "shoal+prefault"]
+    by_count = {t: get(rows, workload, metric, str(t), spread=True) for t in counts}
+    for i, a in enumerate(allocs):
+        pts = [(t,) + by_count[t][a] for t in counts if a in by_count[t]]
+        if not pts:
+            continue
+        ts, ys, lo, hi = zip(*pts)
+        shift = 2 ** (0.04 * (i - (len(allocs) - 1) / 2))
+        ax.errorbar([t * shift for t in ts], ys,
+                    yerr=[[y - v for y, v in zip(ys, lo)], [v - y for y, v in zip(ys, hi)]],
+                    marker="o", markersize=3, label=a, color=COLORS.get(a),
+                    linewidth=2.2 if a == "shoal" else 1.2, elinewidth=0.7, capsize=1.5)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts)
+    ax.set_xticklabels([str(t) for t in counts])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_yscale("log")
+    log_axis(ax.yaxis)
+    ax.set_xlabel("threads")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+
+
+def chart_scaling(rows, out):
+    """Time and peak RSS of each threaded workload against the thread
+    count, where the run has more than one count: the curves show how an
+    allocator scales, which the bars of workloads.png, one group a
+    count, do not."""
+    figs = [f for f in SCALING_FIGURES if len(thread_counts(rows, f[0])) > 1
+            and get(rows, f[0], f[1])]
+    if not figs:
+        return
+    fig, axes = plt.subplots(2, len(figs), figsize=(3.4 * len(figs) + 1, 8), squeeze=False)
+    rss_done = set()
+    for col, (w, m, title) in enumerate(figs):
+        curves(axes[0][col], rows, w, m, title)
+        axes[0][col].set_ylabel("median (log; lower is better)" if col == 0 else "")
+        if w in rss_done:
+            axes[1][col].axis("off")
+            continue
+        rss_done.add(w)
+        curves(axes[1][col], rows, w, "peak_rss_mb", "%s: peak RSS (MiB)" % title.split(":")[0])
+        axes[1][col].set_ylabel("MiB (log)" if col == 0 else "")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    spare = [ax for ax in axes[1] if not ax.axison]
+    if spare:
+        spare[0].legend(handles, labels, loc="center", fontsize=10)
+    else:
+        axes[0][0].legend(fontsize=8)
+    fig.suptitle("4-7, 12: the threaded workloads at each thread count (points: medians; bars: min to max)")
+    save(fig, out, "scaling")
+
+
 def chart_page_faults(rows, out):
     allocs = allocs_in(rows, "page_faults")
     if not allocs:
@@ -311,8 +385,8 @@ def main():
     CAPTION = caption(run_dir)
     out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(run_dir, "charts")
     os.makedirs(out, exist_ok=True)
-    for fn in (chart_single_block, chart_calloc, chart_relative, chart_page_faults, chart_redis,
-               chart_generations):
+    for fn in (chart_single_block, chart_calloc, chart_relative, chart_scaling, chart_page_faults,
+               chart_redis, chart_generations):
         try:
             fn(rows, out)
         except Exception as e:  # noqa: BLE001 - one bad chart should not stop the rest

@@ -23,19 +23,36 @@
 
 /* The header of a superpage, in its slot 0, at the superpage's color
  * (below).  A shoal_superpage_t pointer is the header's address, not the
- * superpage's: shoal_slot_addr masks it down. */
+ * superpage's: shoal_slot_addr masks it down.
+ *
+ * The header is the 64 slot descriptors and nothing more, so that it is
+ * 8 KiB and eight colors fit in slot 0.  The superpage's own words live
+ * in the second line of descriptor 0, the descriptor of the header's
+ * slot, which no page ever uses: what reads descriptor 0 - free and
+ * shoal_classify given a pointer into slot 0 - reads its first line
+ * only (kind SHOAL_SLOT_META, start limit 0, so that such a pointer is
+ * refused), and every walk over a superpage's descriptors starts at
+ * slot 1. */
 typedef struct shoal_superpage_s {
-    /* First, so that a descriptor's address is the header's with the
-     * slot's number in the bits above SHOAL_DESC_SHIFT (shoal_slot_desc). */
-    shoal_page_t pages[SHOAL_SP_SLOTS];
-    _Atomic uint64_t occupied;          /* bit i: slot i claimed */
-    _Atomic uint64_t dirty;             /* bit i: slot i may be resident */
-    _Atomic uint64_t purge_mark;        /* free dirty slots seen last pass */
-    uint32_t index;                     /* position in the registry */
+    union {
+        /* First, so that a descriptor's address is the header's with the
+         * slot's number in the bits above SHOAL_DESC_SHIFT
+         * (shoal_slot_desc). */
+        shoal_page_t pages[SHOAL_SP_SLOTS];
+        struct {
+            char slot0_first_line[SHOAL_CACHE_LINE];
+            _Atomic uint64_t occupied;          /* bit i: slot i claimed */
+            _Atomic uint64_t dirty;             /* bit i: slot i may be resident */
+            _Atomic uint64_t purge_mark;        /* free dirty slots seen last pass */
+            uint32_t index;                     /* position in the registry */
+        };
+    };
 } shoal_superpage_t;
 
-_Static_assert(sizeof(shoal_superpage_t) <= SHOAL_SLOT_SIZE,
-               "the superpage header must fit in slot 0");
+_Static_assert(offsetof(shoal_superpage_t, index) + sizeof(uint32_t) <= sizeof(shoal_page_t),
+               "the superpage's words fit in descriptor 0's second line");
+_Static_assert(offsetof(shoal_page_t, free) == SHOAL_CACHE_LINE,
+               "descriptor 0's first line, which free reads, is the descriptor's first");
 
 /* A claimed block. */
 typedef struct shoal_span_s {
@@ -108,16 +125,16 @@ void shoal_pool_stats(shoal_pool_stats_t *st);
  * of the descriptor missed the last level at four frees in five.)  So
  * the header lies at one of SHOAL_SP_COLORS places in slot 0, chosen by
  * the superpage's address bits just above the superpage shift: 8 KiB
- * apart, in consecutive superpages.  Those bits come down next to the
+ * apart, in consecutive superpages, eight of them filling the slot.  Those bits come down next to the
  * slot's in shoal_slot_desc, which so stays two masks, a shift and an
  * or. */
-#define SHOAL_SP_COLORS 4
+#define SHOAL_SP_COLORS 8
 #define SHOAL_SP_HEADER_STEP (sizeof(shoal_page_t) * SHOAL_SP_SLOTS)   /* 8 KiB */
 _Static_assert(SHOAL_SP_HEADER_STEP ==
                    (size_t)1 << (SHOAL_SP_SHIFT - (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)),
                "a color's step is the descriptors' size, so its bits follow the slot's");
-_Static_assert((SHOAL_SP_COLORS - 1) * SHOAL_SP_HEADER_STEP + sizeof(shoal_superpage_t) <=
-                   SHOAL_SLOT_SIZE,
+_Static_assert(sizeof(shoal_superpage_t) == SHOAL_SP_HEADER_STEP &&
+                   SHOAL_SP_COLORS * SHOAL_SP_HEADER_STEP <= SHOAL_SLOT_SIZE,
                "the header fits in slot 0 at every color");
 
 /* The header of the superpage at `base` (4 MiB aligned). */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "shoal.h"
 #include "core/layout.h"
+#include "core/pool.h"
 
 typedef void (*misuse_fn)(void);
 static char *expected_addr;     /* the address the message must name */
@@ -149,10 +150,25 @@ static void free_interior_medium_later_slot(void)
 }
 
 /* The first 64 KiB of a superpage hold its descriptors, never a block. */
-static void free_superpage_header(void)
+/* Slot 0 of a superpage: its first bytes (the header's only at color
+ * 0), a descriptor in the header wherever its color puts it, and the
+ * superpage's own words in descriptor 0's second line. */
+static void free_superpage_slot0(void)
 {
     char *p = alloc_malloc(100);
     alloc_free(expected_addr = (char *)((uintptr_t)p & ~(SHOAL_SP_SIZE - 1)) + 256);
+}
+
+static void free_superpage_header(void)
+{
+    char *p = alloc_malloc(100);
+    alloc_free(expected_addr = (char *)shoal_superpage_of(p) + 3 * sizeof(shoal_page_t));
+}
+
+static void free_superpage_words(void)
+{
+    char *p = alloc_malloc(100);
+    alloc_free(expected_addr = (char *)&shoal_superpage_of(p)->occupied);
 }
 
 static void free_stack(void)
@@ -508,7 +524,9 @@ CASE(free_mmap, "not allocated by shoal", "(free,")
 CASE(free_interior, "inside a block", "(free,")
 CASE(free_misaligned, "inside a block", "(free,")
 CASE(free_interior_medium_later_slot, "inside a block", "(free,")
+CASE(free_superpage_slot0, "not allocated", "(free,")
 CASE(free_superpage_header, "not allocated", "(free,")
+CASE(free_superpage_words, "not allocated", "(free,")
 CASE(free_inside_large, "inside a large block", "(free,")
 CASE(free_inside_large_later_slot, "inside a large block", "(free,")
 CASE(usable_size_freed, "already free (used after free)", "(usable_size,")
@@ -569,7 +587,9 @@ int main(void)
         cmocka_unit_test(test_free_interior),
         cmocka_unit_test(test_free_misaligned),
         cmocka_unit_test(test_free_interior_medium_later_slot),
+        cmocka_unit_test(test_free_superpage_slot0),
         cmocka_unit_test(test_free_superpage_header),
+        cmocka_unit_test(test_free_superpage_words),
         cmocka_unit_test(test_free_inside_large),
         cmocka_unit_test(test_free_inside_large_later_slot),
         cmocka_unit_test(test_usable_size_freed),

@@ -18,7 +18,7 @@
 
 enum shoal_chunk_kind {
     SHOAL_CHUNK_NONE = 0,      /* not shoal's */
-    SHOAL_CHUNK_SUPERPAGE,     /* a pool superpage; header at the chunk base */
+    SHOAL_CHUNK_SUPERPAGE,     /* a pool superpage; header in its slot 0 (pool.h) */
     SHOAL_CHUNK_HUGE,          /* a huge block starts here; header at the chunk base */
     SHOAL_CHUNK_HUGE_BEHIND,   /* a huge block starts at this chunk's base;
                                   its header is at the base of the chunk below */

@@ -2,7 +2,7 @@
  *
  * Address space comes in superpages: 4 MiB, aligned to 4 MiB, so that any
  * pointer finds its superpage by masking.  A superpage is 64 slots of
- * 64 KiB.  Slot 0 holds the superpage header and the 64 slot descriptors;
+ * 64 KiB.  Slot 0 holds the superpage header, the 64 slot descriptors;
  * slots 1..63 are handed out buddy-style as blocks of 2^k slots, k <= 5,
  * always aligned to their own size.  Objects larger than the largest
  * block (2 MiB) get a mapping of their own ("huge").

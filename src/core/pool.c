@@ -256,7 +256,10 @@ static bool grow(size_t seen)
      * growing into new address space beside it would make the process
      * hold both (`sort -S 12M` frees its 12 MiB buffer and then makes
      * 2 MiB blocks).  It is charged already, as the mapping was; every
-     * slot of it counts dirty, and its header must be written whole. */
+     * slot of it counts dirty, and its header must be written whole (the
+     * rest of slot 0 keeps what the huge block left there, the huge
+     * block's own header at the chunk's base among it: nothing reads
+     * slot 0 outside the superpage's header). */
     void *base = n < SHOAL_MAX_SUPERPAGES ? shoal_huge_cache_give_chunk() : NULL;
     uint64_t dirty = ~(uint64_t)0;
     if (base != NULL) {

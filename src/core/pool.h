@@ -124,15 +124,17 @@ void shoal_pool_stats(shoal_pool_stats_t *st);
  * random, bench/kv_cache: with 200 MiB live, the block-start test's load
  * of the descriptor missed the last level at four frees in five.)  So
  * the header lies at one of SHOAL_SP_COLORS places in slot 0, chosen by
- * the superpage's address bits just above the superpage shift: 8 KiB
- * apart, in consecutive superpages, eight of them filling the slot.  Those bits come down next to the
- * slot's in shoal_slot_desc, which so stays two masks, a shift and an
- * or. */
+ * the superpage's address bits just above the superpage shift (bits 22
+ * to 24): 8 KiB apart, in consecutive superpages, eight of them filling
+ * the slot.  Those bits come down next to the slot's in shoal_slot_desc,
+ * which so stays two masks, a shift and an or. */
 #define SHOAL_SP_COLORS 8
 #define SHOAL_SP_HEADER_STEP (sizeof(shoal_page_t) * SHOAL_SP_SLOTS)   /* 8 KiB */
 _Static_assert(SHOAL_SP_HEADER_STEP ==
                    (size_t)1 << (SHOAL_SP_SHIFT - (SHOAL_SLOT_SHIFT - SHOAL_DESC_SHIFT)),
                "a color's step is the descriptors' size, so its bits follow the slot's");
+_Static_assert((SHOAL_SP_COLORS & (SHOAL_SP_COLORS - 1)) == 0,
+               "the colors are address bits: a power of two of them");
 _Static_assert(sizeof(shoal_superpage_t) == SHOAL_SP_HEADER_STEP &&
                    SHOAL_SP_COLORS * SHOAL_SP_HEADER_STEP <= SHOAL_SLOT_SIZE,
                "the header fits in slot 0 at every color");

@@ -149,7 +149,6 @@ static void free_interior_medium_later_slot(void)
     alloc_free(expected_addr = p + 4096);
 }
 
-/* The first 64 KiB of a superpage hold its descriptors, never a block. */
 /* Slot 0 of a superpage: its first bytes (the header's only at color
  * 0), a descriptor in the header wherever its color puts it, and the
  * superpage's own words in descriptor 0's second line. */

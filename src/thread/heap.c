@@ -531,6 +531,16 @@ static shoal_page_t *gather_full_pages(shoal_heap_t *h)
     return chain;
 }
 
+/* The first page of a chain gather_full_pages made, taken off it: its
+ * `next` is NULL again, as a full page's is (it is in no list). */
+static shoal_page_t *chain_pop(shoal_page_t **chain)
+{
+    shoal_page_t *pg = *chain;
+    *chain = pg->next;
+    pg->next = NULL;
+    return pg;
+}
+
 /* Give away everything a parked heap holds: empty pages to the pool (as
  * unused for a purge delay: the heap has been parked that long, or the
  * pass is forced), pages with live blocks to the orphanage.  Blocks sent
@@ -540,12 +550,10 @@ static shoal_page_t *gather_full_pages(shoal_heap_t *h)
 static bool heap_dismantle(shoal_heap_t *h, bool force)
 {
     shoal_heap_receive(h);      /* first: a block home may take a page off the full ones */
-    shoal_page_t *full = gather_full_pages(h), *next;
+    shoal_page_t *full = gather_full_pages(h);
     if (!shoal_orphanage_take(force)) {
-        for (shoal_page_t *pg = full; pg != NULL; pg = next) {
-            next = pg->next;
-            pg->next = NULL;    /* a full page is in no list */
-        }
+        while (full != NULL)
+            chain_pop(&full);
         return false;
     }
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
@@ -559,9 +567,8 @@ static bool heap_dismantle(shoal_heap_t *h, bool force)
                 shoal_orphanage_put(pg);
         }
     }
-    for (shoal_page_t *pg = full; pg != NULL; pg = next) {
-        next = pg->next;
-        pg->next = NULL;
+    while (full != NULL) {
+        shoal_page_t *pg = chain_pop(&full);
         shoal_full_remove(h, pg);
         shoal_orphanage_put(pg);
     }

@@ -78,9 +78,10 @@ static void huge_free(shoal_huge_t *h)
     shoal_purger_start();               /* a load when it runs: it will come for it */
 }
 
-/* The rest of free: blocks in a later slot of a multi-slot page, large
- * and huge blocks the thread's caches have no room for or that heap
- * profiling sampled, NULL and bad pointers. */
+/* The rest of free: large and huge blocks the thread's caches have no
+ * room for or that heap profiling sampled, NULL and bad pointers, all
+ * told apart by shoal_classify (whose answer for a page's block, which
+ * the tests before this one take, is handled the same way here). */
 static __attribute__((noinline, cold)) void free_rare(void *p)
 {
     shoal_ptr_t c = shoal_classify(p);
@@ -116,14 +117,27 @@ static __attribute__((noinline)) void free_huge(void *p, enum shoal_chunk_kind k
 }
 
 /* What the block-start test sends on, in a superpage: a large block
- * goes to this thread's cache with a push; everything else is rare.
- * `slot` is p's slot descriptor, which free has computed. */
+ * goes to this thread's cache with a push, a block in a later slot of a
+ * multi-slot page (8-64 KiB blocks: three in four of a 256 KiB page's)
+ * to its page; everything else is rare.  `slot` is p's slot descriptor,
+ * which free has computed.  A large block starts at its head slot, so
+ * `slot` is its head.  Any other slot leads by its slot_offset to the
+ * head of a page, or of a span that is no page: only a live page's head
+ * has a nonzero start limit, and its block-start test holds only for a
+ * block of that page, so a stale offset (a slot freed, or taken by a
+ * large block) sends nothing astray. */
 static __attribute__((noinline)) void free_in_superpage(void *p, shoal_page_t *slot)
 {
-    shoal_page_t *pg = slot - slot->slot_offset;        /* shoal_span_of(p) */
-    if (pg->kind == SHOAL_SLOT_LARGE && p == pg->start &&
-        shoal_large_cache_push(shoal_tl_heap, pg))
-        return;
+    if (slot->kind == SHOAL_SLOT_LARGE) {
+        if (p == slot->start && shoal_large_cache_push(shoal_tl_heap, slot))
+            return;
+    } else {
+        shoal_page_t *pg = slot - slot->slot_offset;
+        if (shoal_block_is_start(pg, p)) {
+            page_free(pg, p);
+            return;
+        }
+    }
     free_rare(p);
 }
 

@@ -22,6 +22,7 @@
 #include "thread/heap.h"
 #include "thread/large_cache.h"
 #include "thread/sampled.h"
+#include "thread/stash.h"
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
@@ -188,6 +189,9 @@ static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n,
     if (shoal_unlikely(pg == &shoal_empty_page))
         return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_prof_check();
+    shoal_block_t *b = shoal_stash_take(shoal_tl_heap, pg->size_class);
+    if (b != NULL)
+        return zero ? memset(b, 0, n) : b;
     pg = shoal_heap_find_page(pg->size_class);
     if (shoal_unlikely(pg == NULL))
         return alloc_generic(n, SHOAL_ALIGN, zero);

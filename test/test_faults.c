@@ -19,6 +19,7 @@
 #include "shoal.h"
 #include "core/layout.h"
 #include "core/pool.h"
+#include "thread/heap.h"
 
 typedef void (*misuse_fn)(void);
 static char *expected_addr;     /* the address the message must name */
@@ -320,10 +321,13 @@ static void forged_link(void)
  * the head of its queue (the head was dry: page_queue.h), which stays
  * when it empties, and alloc_collect, as the idle sweep, checks it;
  * otherwise a block back in the head page (the last one's) has it join
- * the back of the queue, which it leaves when it empties. */
+ * the back of the queue, which it leaves when it empties.  The class's
+ * stash is filled first (the frees of a full page's first blocks), so
+ * that the frees below move the page as the comment says instead of
+ * waiting there (thread/stash.h). */
 static void double_free_after_write_in(bool at_head)
 {
-    enum { N = 48, SIZE = 4096 };
+    enum { N = 64, SIZE = 4096 };
     char *b[N];
     int first = -1;
     for (int i = 0; i < N; i++) {
@@ -331,9 +335,11 @@ static void double_free_after_write_in(bool at_head)
         if (first < 0 && page_of(b[i]) == b[i])
             first = i;
     }
-    if (first < 0 || first + 16 > N || page_of(b[first + 15]) != b[first] ||
-        page_of(b[N - 1]) == b[first])
+    if (first < 0 || first + 32 > N - 1 || page_of(b[first + 15]) != b[first] ||
+        page_of(b[first + 16]) != b[first + 16] || page_of(b[N - 1]) == b[first])
         abort();                                /* 16 blocks a page, in order */
+    for (int i = first + 16; i < first + 16 + SHOAL_STASH; i++)
+        alloc_free(b[i]);                       /* the second page's: the stash fills */
     char *p = b[first], *q = b[first + 1];
     memset(q, 'q', SIZE);
     if (!at_head)
@@ -361,6 +367,42 @@ static void double_free_after_write(void)
 static void double_free_after_write_head(void)
 {
     double_free_after_write_in(true);
+}
+
+/* A block of 4096 B freed into its full page, so held in the heap's
+ * stash (thread/stash.h) for the next malloc that finds its page dry:
+ * the first block of a page whose 16 blocks are all out, with the next
+ * page started. */
+static char *stashed_block(void)
+{
+    char *b[20];
+    for (int i = 0; i < 20; i++)
+        b[i] = alloc_malloc(4096);
+    for (int i = 0; i + 16 < 20; i++) {
+        if (page_of(b[i]) == b[i] && page_of(b[i + 15]) == b[i] && page_of(b[i + 16]) != b[i]) {
+            alloc_free(b[i]);
+            return b[i];
+        }
+    }
+    abort();                    /* no full page: no test */
+}
+
+static void double_free_stashed(void)
+{
+    char *p = expected_addr = stashed_block();
+    alloc_free(p);
+}
+
+/* A write after free wipes a stashed block's freed mark: malloc must not
+ * hand it out (here it is the only block the dry page path could take
+ * before a new page). */
+static void write_after_free_stashed(void)
+{
+    char *p = expected_addr = stashed_block();
+    memset(p, 0, 16);
+    for (int i = 0; i < 40; i++)
+        if (alloc_malloc(4096) == p)
+            abort();            /* handed out over the write */
 }
 
 /* A write after free over a free block's link, met by heap profiling's
@@ -539,6 +581,8 @@ CASE(free_inside_freed_huge, "inside a huge block that is already free", "(free,
 CASE(free_never_allocated, "never allocated", "(free,")
 CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
+CASE(double_free_stashed, "double free", "(free,")
+CASE(write_after_free_stashed, "written after its free", "(malloc,")
 CASE(double_free_after_write, "freed twice", "(free,")
 CASE(double_free_after_write_head, "freed twice", "(free,")
 CASE(write_after_free_profiled, "free list corrupted", "(malloc,")
@@ -602,6 +646,8 @@ int main(void)
         cmocka_unit_test(test_free_never_allocated),
         cmocka_unit_test(test_overflow_into_free_neighbour),
         cmocka_unit_test(test_forged_link),
+        cmocka_unit_test(test_double_free_stashed),
+        cmocka_unit_test(test_write_after_free_stashed),
         cmocka_unit_test(test_double_free_after_write),
         cmocka_unit_test(test_double_free_after_write_head),
         cmocka_unit_test(test_write_after_free_profiled),

@@ -11,6 +11,7 @@
 #include "orphanage.h"
 #include "page_queue.h"
 #include "sampled.h"
+#include "stash.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -212,7 +213,8 @@ __attribute__((noinline)) void shoal_heap_remote_free(shoal_page_t *pg, shoal_bl
      * no page, so me is a heap here.) */
     if (dest == me) {
         shoal_count(&me->stats.frees[pg->size_class], 1);
-        shoal_remote_come_home(me, pg, b, owner, page_event);
+        if (!shoal_stash_put(me, pg, b))
+            shoal_remote_come_home(me, pg, b, owner, page_event);
         return;
     }
     /* Relaxed: a page changes heaps only under its holder, and a block
@@ -279,8 +281,11 @@ static void drain_page_cache(shoal_heap_t *h)
     shoal_purge_note_free();
 }
 
+/* Everything a heap keeps that is not a page: the stash first, whose
+ * blocks may leave pages empty for the page cache. */
 static void drain_cache(shoal_heap_t *h)
 {
+    shoal_stash_drain(h);
     drain_page_cache(h);
     shoal_large_cache_drain(h);
     shoal_huge_slot_drain(&h->huge_slot);
@@ -365,8 +370,8 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
  * PURGE_DELAY_MS, so that the purger can return it to the OS: a page of
  * a queue whose blocks have all come back (an empty page at the head of
  * its queue, kept for the next malloc of its class, only once it was
- * empty at two sweeps in a row), and the page and large-block caches when
- * they were not taken from since the last sweep.  A sweep
+ * empty at two sweeps in a row), and the stash, the page and large-block
+ * caches when they were not taken from since the last sweep.  A sweep
  * runs at most once a delay (every 256 slow paths with a delay of 0 or
  * -1), so memory in use again soon is not given back and claimed again;
  * releasing it sooner would only move resident memory from one slot to
@@ -380,11 +385,13 @@ static void sweep_idle(shoal_heap_t *h)
         return;
     h->swept_ms = now;
     shoal_large_cache_share(h, shoal_heaps_live());
+    if (!h->stash_used)
+        shoal_stash_drain(h);           /* before the page cache: it may fill it */
     if (!h->large_cache_used)
         shoal_large_cache_drain(h);
     if (!h->page_cache_used)
         drain_page_cache(h);
-    h->large_cache_used = h->page_cache_used = false;
+    h->large_cache_used = h->page_cache_used = h->stash_used = false;
     /* Blocks waiting in the outbox go home, and those waiting in the
      * inbox are taken: then `used` is exact, and a page of a class this
      * heap no longer allocates, which other threads emptied, is seen. */
@@ -772,6 +779,7 @@ bool shoal_heap_collect(void)
         return false;
     shoal_remote_send_all(h);
     size_t got = shoal_heap_receive(h);
+    shoal_stash_drain(h);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {

@@ -36,6 +36,7 @@ _Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in t
 #define SHOAL_LARGE_CACHE_SHARED 128    /* ... all live heaps together: 8 MiB, ... */
 #define SHOAL_LARGE_CACHE_MIN 4         /* ... but 256 KiB each at least */
 #define SHOAL_LARGE_CACHE_CLOSED (SHOAL_LARGE_CACHE_SLOTS + 1)  /* its cached slots: closed */
+#define SHOAL_STASH 4           /* blocks a class keeps in the stash (stash.h) */
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
@@ -68,7 +69,10 @@ typedef struct shoal_heap_s {
     shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
-    bool large_cache_used, page_cache_used;     /* taken from since the last sweep */
+    /* Blocks freed into full pages, for the class's next dry malloc. */
+    shoal_block_t *stash[SHOAL_CLASSES][SHOAL_STASH];
+    uint8_t stashed[SHOAL_CLASSES];
+    bool large_cache_used, page_cache_used, stash_used;  /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
     uint64_t parked_ms;                         /* when its thread gave it up */

@@ -1,0 +1,124 @@
+/* The heap's stash (src/thread/stash.h): a block freed into a full page
+ * waits there for the next malloc of its class that finds its page dry,
+ * the last one freed first, and the stash is emptied into the pages
+ * where the heap's caches are (alloc_collect here). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include "shoal.h"
+#include "core/pool.h"
+#include "core/size_class.h"
+#include "thread/heap.h"
+
+enum { SIZE = 20000, N = 48 };
+
+static char *start_of_page(void *p)
+{
+    return shoal_span_of(p)->start;
+}
+
+static void fill(char *p, int i)
+{
+    memset(p, 'a' + i % 26, SIZE);
+}
+
+static void check(const char *p, int i)
+{
+    for (size_t k = 0; k < SIZE; k++)
+        assert_int_equal(p[k], 'a' + i % 26);
+}
+
+/* N blocks of SIZE, each filled with its pattern.  Pages of a class are
+ * used one after the other (nothing is freed yet), so a block that
+ * starts a new page closes the page before it: full. */
+static void make(char **b)
+{
+    for (int i = 0; i < N; i++) {
+        b[i] = alloc_malloc(SIZE);
+        assert_non_null(b[i]);
+        fill(b[i], i);
+    }
+}
+
+/* The index of the first block of the k-th page begun among b (k from 0). */
+static int page_begins(char **b, int k)
+{
+    for (int i = 1; i < N; i++)
+        if (start_of_page(b[i]) != start_of_page(b[i - 1]) && k-- == 0)
+            return i;
+    fail();
+    return -1;
+}
+
+/* Two blocks freed into two full pages come back, the last freed first,
+ * when the page in use runs dry - before any other block of the pages
+ * and before a page is begun.  (Without the stash, each free puts its
+ * page back at the end of the queue, and the walk finds the first one
+ * first.) */
+static void test_last_freed_comes_back_first(void **state)
+{
+    (void)state;
+    char *b[N];
+    make(b);
+    int p1 = page_begins(b, 0), p2 = page_begins(b, 1), p3 = page_begins(b, 2);
+    assert_true(p1 > 4 && p2 > p1 + 4 && p3 < N - 1);   /* pages 0 and 1 full, a page after */
+    char *x = b[3], *y = b[p1 + 3];
+    alloc_free(x);
+    alloc_free(y);
+    char *head = start_of_page(b[N - 1]);
+    char *got[N];
+    int n = 0;
+    while (n < N) {
+        got[n] = alloc_malloc(SIZE);
+        assert_non_null(got[n]);
+        if (got[n] == y || got[n] == x)
+            break;
+        assert_ptr_equal(start_of_page(got[n]), head);  /* the page in use, till dry */
+        n++;
+    }
+    assert_ptr_equal(got[n], y);
+    char *next = alloc_malloc(SIZE);
+    assert_ptr_equal(next, x);
+    fill(y, p1 + 3);
+    fill(x, 3);
+    for (int i = 0; i < N; i++)
+        check(b[i], i);                 /* x and y again, and every other block */
+    for (int i = 0; i <= n; i++)
+        if (got[i] != y)
+            alloc_free(got[i]);
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+}
+
+/* Blocks the stash holds keep their pages in use until it is emptied:
+ * every block of N freed (the first frees into each full page go to the
+ * stash), alloc_collect gives every page of the class back. */
+static void test_collect_empties_the_stash(void **state)
+{
+    (void)state;
+    unsigned c = shoal_size_to_class_nz(SIZE);
+    alloc_collect(false);               /* what the test before left in the stash */
+    char *b[N];
+    make(b);
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_true(st.classes[c].pages >= 1);              /* a stashed block holds its page */
+    alloc_collect(false);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.classes[c].pages, 0);
+    assert_int_equal(st.classes[c].live_blocks, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_last_freed_comes_back_first),
+        cmocka_unit_test(test_collect_empties_the_stash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -202,19 +202,26 @@ static __attribute__((noinline)) void remote_free_slow(shoal_heap_t *me, shoal_h
 
 /* Out of line: free's local path keeps its shape, and the outbox's hold
  * is inlined here. */
+/* A free into one of our full pages (the owner word's mark failed free's
+ * test), which a random replacement of blocks makes at nearly every
+ * free: the block goes to the stash, or home as the owner's free would
+ * put it, and the page back to its queue.  (The empty heap owns no page,
+ * so me is a heap here.)  Out of line, so that the remote case, every
+ * free of a producer/consumer load, stays as short as it was. */
+static __attribute__((noinline)) void full_page_free(shoal_page_t *pg, shoal_block_t *b,
+                                                     shoal_heap_t *me, uintptr_t owner)
+{
+    shoal_count(&me->stats.frees[pg->size_class], 1);
+    if (!shoal_stash_put(me, pg, b))
+        shoal_remote_come_home(me, pg, b, owner, page_event);
+}
+
 __attribute__((noinline)) void shoal_heap_remote_free(shoal_page_t *pg, shoal_block_t *b,
                                                       shoal_heap_t *me, uintptr_t owner)
 {
     shoal_heap_t *dest = shoal_owner_heap(owner);
-    /* dest == me: a free into one of our full pages (the owner word's
-     * mark failed free's test), which a random replacement of blocks
-     * makes at nearly every free: the block goes home as the owner's
-     * free would, and the page back to its queue.  (The empty heap owns
-     * no page, so me is a heap here.) */
     if (dest == me) {
-        shoal_count(&me->stats.frees[pg->size_class], 1);
-        if (!shoal_stash_put(me, pg, b))
-            shoal_remote_come_home(me, pg, b, owner, page_event);
+        full_page_free(pg, b, me, owner);   /* remote_free's arguments: a plain jump */
         return;
     }
     /* Relaxed: a page changes heaps only under its holder, and a block

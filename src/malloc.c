@@ -176,22 +176,16 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_generic(size
 }
 
 /* The page malloc or calloc found for n bytes, pg, the head of its
- * class's queue, has no block left: the next page of the class, found
- * as alloc_generic would - without the size check, the set-up and the
- * class lookup, which a heap that has a page of the class has passed
- * (pg's class is the one that serves n, CACHELINE_ALIGN or not).  The
- * empty page heads every queue of a thread without a heap, and an
- * empty queue: those, and a call that finds no memory (whose retry is
- * alloc_generic's), go the generic way. */
-static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg,
-                                                                      bool zero)
+ * class's queue, has no block left, nor has the stash (thread/stash.h):
+ * the next page of the class, found as alloc_generic would - without
+ * the size check, the set-up and the class lookup, which a heap that
+ * has a page of the class has passed (pg's class is the one that serves
+ * n, CACHELINE_ALIGN or not).  A call that finds no memory (whose retry
+ * is alloc_generic's) goes the generic way. */
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_walk(size_t n, shoal_page_t *pg,
+                                                                       bool zero)
 {
-    if (shoal_unlikely(pg == &shoal_empty_page))
-        return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_prof_check();
-    shoal_block_t *b = shoal_stash_take(shoal_tl_heap, pg->size_class);
-    if (b != NULL)
-        return zero ? memset(b, 0, n) : b;
     pg = shoal_heap_find_page(pg->size_class);
     if (shoal_unlikely(pg == NULL))
         return alloc_generic(n, SHOAL_ALIGN, zero);
@@ -199,6 +193,38 @@ static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n,
     void *p = zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
     shoal_purger_slow_path();
     return p;
+}
+
+/* A block from the stash whose freed mark is gone: reported, left out,
+ * and the dry page's way taken again. */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_broken(
+    size_t n, shoal_page_t *pg, bool zero, shoal_block_t *b)
+{
+    shoal_stash_broken(b);
+    return alloc_page_dry(n, pg, zero);
+}
+
+/* pg, the head of its class's queue, has no block left: the block the
+ * stash holds for the class, else the walk above.  The empty page heads
+ * every queue of a thread without a heap, and an empty queue: those go
+ * the generic way.  A heap whose profiling rate is not the process's
+ * walks, whose check arms it (and empties its stash) or disarms it; a
+ * profiled heap stashes nothing.  (Every call on the stash's way is a
+ * jump, so it needs no frame.) */
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg,
+                                                                      bool zero)
+{
+    if (shoal_unlikely(pg == &shoal_empty_page))
+        return alloc_generic(n, SHOAL_ALIGN, zero);
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned c = pg->size_class;
+    shoal_block_t *b;
+    if (shoal_likely(h->prof_rate == shoal_prof_rate()) && (b = shoal_stash_pop(h, c)) != NULL) {
+        if (shoal_unlikely(!shoal_stash_hand_out(h, b, c)))
+            return alloc_stash_broken(n, pg, zero, b);
+        return zero ? memset(b, 0, n) : b;
+    }
+    return alloc_page_walk(n, pg, zero);
 }
 
 /* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail

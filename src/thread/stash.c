@@ -1,26 +1,12 @@
-/* stash.c - taking blocks back from a heap's stash, and emptying it
- * (stash.h). */
+/* stash.c - a heap's stash: a broken block, and emptying it (stash.h). */
 #include "stash.h"
 
 #include "../core/message.h"
 
-shoal_block_t *shoal_stash_take(shoal_heap_t *h, unsigned c)
+void shoal_stash_broken(shoal_block_t *b)
 {
-    while (h->stashed[c] != 0) {
-        shoal_block_t *b = h->stash[c][--h->stashed[c]];
-        h->stash_used = true;
-        /* As malloc's free-block test: the mark free wrote is still
-         * there, or something wrote into the block after its free. */
-        if (shoal_unlikely(b->freed != shoal_freed_mark(shoal_span_of(b)))) {
-            shoal_fault("malloc", b, "freed block written after its free (its freed mark "
-                                     "is gone): left out of use");
-            continue;
-        }
-        b->freed = 0;
-        shoal_count(&h->stats.allocs[c], 1);
-        return b;
-    }
-    return NULL;
+    shoal_fault("malloc", b, "freed block written after its free (its freed mark is gone): "
+                             "left out of use");
 }
 
 void shoal_stash_drain(shoal_heap_t *h)

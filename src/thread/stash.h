@@ -44,10 +44,32 @@ static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_bloc
     return true;
 }
 
-/* The block of class c stashed last, handed out (counted, its mark
- * cleared), or NULL if none is; a block whose freed mark was overwritten
- * since its free is reported and left out. */
-shoal_block_t *shoal_stash_take(shoal_heap_t *h, unsigned c);
+/* The block of class c stashed last, taken out of the stash, or NULL if
+ * none is. */
+static inline shoal_block_t *shoal_stash_pop(shoal_heap_t *h, unsigned c)
+{
+    if (h->stashed[c] == 0)
+        return NULL;
+    h->stash_used = true;
+    return h->stash[c][--h->stashed[c]];
+}
+
+/* Hand out b, popped from the stash of class c: as malloc's free-block
+ * test, the mark free wrote must still be there (its clearing and the
+ * count follow); false, and nothing done, if something wrote into the
+ * block after its free - the caller reports it (shoal_stash_broken) and
+ * leaves it out. */
+static inline bool shoal_stash_hand_out(shoal_heap_t *h, shoal_block_t *b, unsigned c)
+{
+    if (shoal_unlikely(b->freed != shoal_freed_mark(shoal_span_of(b))))
+        return false;
+    b->freed = 0;
+    shoal_count(&h->stats.allocs[c], 1);
+    return true;
+}
+
+/* Report a stashed block whose freed mark is gone. */
+void shoal_stash_broken(shoal_block_t *b);
 
 /* Every stashed block of h goes to its page, as its free would have
  * sent it (h's holder). */

@@ -333,16 +333,24 @@ static void test_growth_passes_a_big_cached_mapping(void **state)
  * beside the cached one, twice glibc's peak RSS).  Freed, the pieces
  * join again and serve a block of the first size, with no new mapping.
  * Every block is checked for its pattern. */
-static void test_freed_huge_mapping_serves_smaller_blocks(void **state)
+enum { BIG = 30 << 20, SMALL = 10 << 20 };
+
+/* A BIG block's mapping, written and freed into the shared cache, which
+ * keeps it for an hour. */
+static void cache_big_mapping(void)
 {
-    (void)state;
-    enum { BIG = 30 << 20, SMALL = 10 << 20 };
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
     alloc_collect(true);
     char *big = alloc_malloc(BIG);
     assert_non_null(big);
     memset(big, 1, BIG);
     alloc_free(big);
+}
+
+static void test_freed_huge_mapping_serves_smaller_blocks(void **state)
+{
+    (void)state;
+    cache_big_mapping();
     size_t mapped0 = stats_now().mapped;
     char *small[3];
     for (int i = 0; i < 3; i++) {
@@ -361,7 +369,7 @@ static void test_freed_huge_mapping_serves_smaller_blocks(void **state)
         alloc_free(small[i]);
     }
     size_t mapped2 = stats_now().mapped;
-    big = alloc_malloc(BIG);
+    char *big = alloc_malloc(BIG);
     assert_non_null(big);
     assert_int_equal((uintptr_t)big, front);            /* the pieces, joined */
     assert_true(stats_now().mapped <= mapped2);
@@ -369,6 +377,33 @@ static void test_freed_huge_mapping_serves_smaller_blocks(void **state)
     for (size_t j = 0; j < BIG; j += 4093)
         assert_int_equal(big[j], 5);
     alloc_free(big);
+    default_delay_again();
+}
+
+/* A realloc that cannot grow a block cut from a cached mapping leaves it
+ * as it was: the rest of the mapping, which the growth took back to grow
+ * in place, goes back to the cache (from which the failed malloc after
+ * it gives it back to the OS), and the block keeps its usable size and
+ * the size free_sized takes.  (It kept the whole mapping, and
+ * free_sized(p, its size) reported "size does not match the block".) */
+static void test_failed_growth_keeps_a_cut_block(void **state)
+{
+    (void)state;
+    cache_big_mapping();
+    char *small = alloc_malloc(SMALL);          /* the front of big's mapping */
+    assert_non_null(small);
+    memset(small, 2, SMALL);
+    size_t usable = alloc_usable_size(small);
+    size_t cached = stats_now().huge_cached_bytes;
+    assert_true(cached >= BIG - SMALL - (4u << 20));    /* the rest, cached */
+    errno = 0;
+    assert_null(alloc_realloc(small, (size_t)1 << 62));
+    assert_int_equal(errno, ENOMEM);
+    assert_int_equal(alloc_usable_size(small), usable);
+    for (size_t j = 0; j < SMALL; j += 4093)
+        assert_int_equal(small[j], 2);
+    alloc_free_sized(small, SMALL);
+    assert_int_equal(stats_now().huge_live, 0);
     default_delay_again();
 }
 
@@ -1190,6 +1225,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool_growth_takes_from_huge_slot),
         cmocka_unit_test(test_growth_passes_a_big_cached_mapping),
         cmocka_unit_test(test_freed_huge_mapping_serves_smaller_blocks),
+        cmocka_unit_test(test_failed_growth_keeps_a_cut_block),
         cmocka_unit_test(test_remotely_emptied_pages_go_back),
         cmocka_unit_test(test_purge_delay_change_wakes_purger),
         cmocka_unit_test(test_purge_delay_set_to_zero_purges_what_is_free),

@@ -480,6 +480,25 @@ static __attribute__((noinline)) void zero_front(char *base, size_t bytes)
     shoal_os_zero(base, shoal_align_up(bytes, SHOAL_OS_PAGE));
 }
 
+/* The bytes of h's mapping past `keep` (a slot boundary) leave it, as a
+ * piece of its mapping h->origin, into the cache (room made there as
+ * retire makes it). */
+static void cache_tail(shoal_huge_t *h, size_t keep)
+{
+    cached_map_t out[1];
+    unsigned n_out = 0;
+    shoal_lock(&cache_lock);
+    count_live(-1, h->map_size);
+    count_live(1, keep);
+    if (cached == HUGE_CACHE)
+        take_out(oldest_cached(), out, &n_out);
+    cache_piece(h->base + keep, h->map_size - keep, h->origin);
+    shoal_unlock(&cache_lock);
+    release_taken(out, n_out);
+    h->map_size = keep;
+    h->usable = keep - (size_t)(h->user - h->base);
+}
+
 /* A mapping taken back for h, a block that reaches `reach` bytes into
  * it: the bytes past that are dirty from the mapping's last block, and
  * would stay resident, unused, as long as h lives.  They leave the block
@@ -503,18 +522,7 @@ static __attribute__((noinline, returns_nonnull)) void *shed_tail(shoal_huge_t *
     }
     if (h->origin == NULL)
         h->origin = h->base;
-    cached_map_t out[1];
-    unsigned n_out = 0;
-    shoal_lock(&cache_lock);
-    count_live(-1, h->map_size);
-    count_live(1, keep);
-    if (cached == HUGE_CACHE)
-        take_out(oldest_cached(), out, &n_out);
-    cache_piece(h->base + keep, h->map_size - keep, h->origin);
-    shoal_unlock(&cache_lock);
-    release_taken(out, n_out);
-    h->map_size = keep;
-    h->usable = keep - (size_t)(h->user - h->base);
+    cache_tail(h, keep);
     shoal_purge_note_free();
     return h->user;
 }
@@ -1178,6 +1186,20 @@ bool shoal_huge_size_matches(const shoal_huge_t *h, size_t n)
            shoal_fits_without_waste(h->map_size, shoal_align_up(off + n, SHOAL_SLOT_SIZE));
 }
 
+/* realloc could not grow h, whose mapping was `had` bytes: what
+ * take_back_tail took for the growth goes back to the cache, and the
+ * block stays as it was - its usable size, and the size free_sized
+ * takes (a 10 MiB block cut from a cached 128 MiB mapping, asked to grow
+ * to 2^62 bytes, kept the whole mapping, and free_sized(p, 10 MiB)
+ * called the size wrong).  NULL with ENOMEM. */
+static void *grow_failed(shoal_huge_t *h, size_t had)
+{
+    if (h->map_size > had)
+        cache_tail(h, had);
+    errno = ENOMEM;
+    return NULL;
+}
+
 void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
 {
     size_t off = (size_t)(h->user - h->base);
@@ -1187,9 +1209,10 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         return NULL;
     }
     size_t size = shoal_align_up(off + n, SHOAL_SLOT_SIZE);
-    if (size > h->map_size)
+    size_t had = h->map_size;
+    if (size > had)
         take_back_tail(h, size);
-    else if (!shoal_fits_without_waste(h->map_size, size))
+    else if (!shoal_fits_without_waste(had, size))
         take_back_tail(h, SIZE_MAX);    /* all of it: the shrink unmaps it with the rest */
     size_t old = h->map_size;
     char *old_base = h->base, *origin = h->origin;     /* h lives in the mapping: gone once it moves */
@@ -1197,16 +1220,13 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         return h->user;
     /* The account holds the larger of the two sizes while the mapping
      * changes, and the new size after. */
-    if (size > old && !shoal_commit_charge(size - old)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (size > old && !shoal_commit_charge(size - old))
+        return grow_failed(h, had);
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     char *base = remap(old_base, old, size, base_align, old_base + off);
     if (base == NULL && size > old) {
         shoal_commit_uncharge(size - old);
-        errno = ENOMEM;
-        return NULL;
+        return grow_failed(h, had);
     }
     if (base == NULL)           /* a shrink the kernel refused: keep it all */
         return h->user;

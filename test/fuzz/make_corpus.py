@@ -112,6 +112,11 @@ seeds = {
         op(PURGE_DELAY, 3), op(COLLECT, 1), op(MALLOC, 0, size(8 * MiB - 100)),
         op(MALLOC, 1, size(20 * MiB)), op(FREE, 0), op(FREE, 1),
         op(ALIGNED, 2, align_pow2(22), size(0)), op(FREE_SIZED, 2)]),
+    # A realloc that could not grow a block cut from a cached mapping
+    # kept the mapping's rest, and free_sized then called the size wrong.
+    "regress-failed-growth-of-cut-block": b"".join([
+        op(PURGE_DELAY, 3), op(COLLECT, 1), op(MALLOC, 0, size(30 * MiB)), op(FREE, 0),
+        op(MALLOC, 1, size(10 * MiB)), op(REALLOC, 1, absurd(9)), op(FREE_SIZED, 1)]),
     "regress-huge-realloc-move": b"".join(
         [op(MALLOC, k, size(3 * MiB)) for k in range(8)]
         + [op(REALLOC, k, size(5 * MiB)) for k in range(8)]),

@@ -311,14 +311,22 @@ void shoal_huge_slot_bind(shoal_huge_slot_t *s)
  * so a thread that asks again finds the same): elsewhere - an old
  * kernel, a sandbox that refuses the call - the holder exchanges and a
  * pass takes with a compare-and-swap, as each may on any platform. */
-static bool slot_turns(void)
+static _Atomic int slot_turns_known;    /* 0: not asked, 1: turns, 2: exchanges */
+
+/* The first ask, out of line: slot_swap, which the huge malloc and free
+ * call each time, needs no frame for it. */
+static __attribute__((noinline, cold)) int slot_turns_ask(void)
 {
-    static _Atomic int known;           /* 0: not asked, 1: turns, 2: exchanges */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (shoal_unlikely(k == 0)) {
-        k = shoal_os_barrier_offered() ? 1 : 2;
-        atomic_store_explicit(&known, k, memory_order_relaxed);
-    }
+    int k = shoal_os_barrier_offered() ? 1 : 2;
+    atomic_store_explicit(&slot_turns_known, k, memory_order_relaxed);
+    return k;
+}
+
+static inline bool slot_turns(void)
+{
+    int k = atomic_load_explicit(&slot_turns_known, memory_order_relaxed);
+    if (shoal_unlikely(k == 0))
+        k = slot_turns_ask();
     return k == 1;
 }
 

@@ -141,10 +141,12 @@ int main(int argc, char **argv)
     if (CHECK_RSS && rss_peak * 4 > rss_early * 5)
         die("peak RSS grows with the generations: %zu KiB after 25, %zu KiB after %u",
             rss_early >> 10, rss_peak >> 10, gens);
-    if (st.active > st.allocated + ACTIVE_SLACK)
+    if (st.active > st.allocated + ACTIVE_SLACK) {
+        alloc_stats_print(2);           /* who holds the pages: the failure's evidence */
         die("%zu KiB active for %zu KiB allocated, several purge delays after the last "
             "free: pages without a live block are kept", st.active >> 10,
             st.allocated >> 10);
+    }
     printf("generations: ok\n");
     return 0;
 }

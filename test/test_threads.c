@@ -278,6 +278,64 @@ static void test_full_pages_of_exited_thread(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
 }
 
+/* ---- a young parked heap stays where a starting thread finds it --------
+ * A purge pass takes no parked heap that has waited less than a purge
+ * delay.  While a pass held one to take its inbox, a thread that started
+ * meanwhile found no heap to take over and made one, then new pages beside
+ * the parked heap's: a generation of workers kept twice its pages for a
+ * delay (test/drop_in/generations, on a loaded machine).  Here the parked
+ * heap's inbox holds YOUNG blocks when the pass runs; they are still on
+ * their way after it, and the next thread takes that heap over, warm: no
+ * heap struct is made, and its first block lies in the exited thread's
+ * page. */
+enum { YOUNG = 512, YOUNG_SIZE = 64 };
+static unsigned char *young[YOUNG];
+
+static void *leave_young(void *arg)
+{
+    (void)arg;
+    make_filled(young, YOUNG, YOUNG_SIZE);
+    return NULL;
+}
+
+static void *take_over(void *arg)
+{
+    *(void **)arg = alloc_malloc(YOUNG_SIZE);
+    return NULL;
+}
+
+static void test_pass_leaves_young_parked_heap(void **state)
+{
+    (void)state;
+    alloc_stats_t base = { .size = sizeof base }, parked = { .size = sizeof parked },
+                  st = { .size = sizeof st };
+    long delay = blocks_of_exited_thread(leave_young, young, YOUNG, &base);
+    assert_int_equal(alloc_stats_get(&parked), 0);
+    for (int i = 0; i < YOUNG; i++) {
+        for (int k = 0; k < YOUNG_SIZE; k++)
+            if (young[i][k] != (unsigned char)i)
+                atomic_fetch_add(&corrupt, 1);
+        alloc_free(young[i]);           /* remote: to the parked heap */
+    }
+    alloc_collect(false);               /* sends them; the heap is not due (no delay) */
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.remote_in_flight - base.remote_in_flight, YOUNG);
+    void *first = NULL;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, take_over, &first), 0);
+    pthread_join(t, NULL);
+    assert_non_null(first);
+    assert_int_equal((uintptr_t)first >> 16, (uintptr_t)young[0] >> 16);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.metadata, parked.metadata);     /* no heap struct made */
+    alloc_free(first);
+    alloc_collect(true);
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.remote_in_flight, base.remote_in_flight);
+    assert_int_equal(atomic_load(&corrupt), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay), 0);
+}
+
 /* ---- large-block caches shared out among many threads ------------------
  * Each thread frees four 512 KiB blocks while SHARE_THREADS heaps live:
  * its cache's share of SHOAL_LARGE_CACHE_SHARED is then below a block,
@@ -403,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_cross_thread_frees),
         cmocka_unit_test(test_collect_takes_forwarded_blocks),
         cmocka_unit_test(test_full_pages_of_exited_thread),
+        cmocka_unit_test(test_pass_leaves_young_parked_heap),
         cmocka_unit_test(test_large_caches_shared_out),
         cmocka_unit_test(test_huge_slot_against_passes),
     };

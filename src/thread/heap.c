@@ -34,7 +34,13 @@ __thread shoal_heap_t *shoal_tl_heap __attribute__((tls_model("initial-exec"))) 
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
+/* Heaps that exited threads parked whole, the most recently parked on
+ * top: a thread that starts takes one over, warm (heap_give_up). */
 static ck_stack_t free_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
+/* Heaps a purge pass has emptied: a thread takes one only where no
+ * parked heap is to be had, so that a warm one is never passed over for
+ * an empty one (retire_parked). */
+static ck_stack_t spare_heaps __attribute__((aligned(16))) = CK_STACK_INITIALIZER;
 /* Every heap ever made, pushed with release once the heap is set up and
  * walked with acquire (heaps are never freed, so a walk needs no more). */
 static _Atomic(shoal_heap_t *) all_heaps;
@@ -459,6 +465,8 @@ static size_t heap_struct_bytes(void)
 static shoal_heap_t *heap_new(void)
 {
     ck_stack_entry_t *e = ck_stack_pop_mpmc(&free_heaps);
+    if (e == NULL)
+        e = ck_stack_pop_mpmc(&spare_heaps);
     if (e != NULL) {
         shoal_heap_t *h = container_of(e, shoal_heap_t, free_link);
         shoal_tsan_acquire(h);
@@ -643,37 +651,93 @@ static bool heap_holds_memory(const shoal_heap_t *h)
     return false;
 }
 
-/* Give away what parked heaps hold once they have been parked for a
- * purge delay (all of them with `force`; none with `receive_only`):
+/* Pop every heap off `stack` (one at a time: a pop that bumps the
+ * stack's generation, so that a thread popping meanwhile cannot take a
+ * heap pushed back as the top it read before), as a list oldest first:
  * popping one makes us its only holder, as a thread that takes it over
- * would be.  Every parked heap's inbox is taken on the way, so blocks
- * sent to a heap no thread holds come home within a pass.  Returns how
- * many parked heaps still hold memory (a later pass will retire them). */
+ * would be. */
+static shoal_heap_t *unpark_all(ck_stack_t *stack)
+{
+    shoal_heap_t *list = NULL, *h;
+    ck_stack_entry_t *e;
+    while ((e = ck_stack_pop_mpmc(stack)) != NULL) {
+        h = container_of(e, shoal_heap_t, free_link);
+        shoal_tsan_acquire(h);
+        h->next_parked = list;
+        list = h;
+    }
+    return list;
+}
+
+/* Push a list of heaps (linked by next_parked) back on `stack`, in its
+ * order: the last ends on top. */
+static void park_all(ck_stack_t *stack, shoal_heap_t *list)
+{
+    shoal_heap_t *h;
+    while ((h = list) != NULL) {
+        list = h->next_parked;
+        shoal_tsan_release(h);
+        ck_stack_push_mpmc(stack, &h->free_link);
+    }
+}
+
+/* Whether a heap parked since `parked_ms` has waited a purge delay. */
+static bool parked_long(const shoal_heap_t *h, bool force, long delay, uint64_t now)
+{
+    return force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
+}
+
+/* Give away what parked heaps hold once they have been parked for a
+ * purge delay (all of them with `force`; none with `receive_only`).
+ *
+ * The heaps parked less than a delay go back at once, untouched, in the
+ * order they came off: a thread that starts while the pass runs must
+ * find them there.  (Held for their inboxes' sake, a thread that started
+ * meanwhile made a heap from nothing, and a generation of workers kept
+ * two heaps' pages for a delay.)  Their inboxes wait for the thread that
+ * takes them over, or for the pass that finds them due; the blocks there
+ * are of their own pages, which they keep until then anyway.  A heap due
+ * takes its inbox and is dismantled, and goes on the spare stack, empty;
+ * every spare heap's inbox is taken at every pass, as blocks sent before
+ * its pages moved on may still reach it (remote.h forwards them).  With
+ * `receive_only` every heap's inbox is taken and none is dismantled.
+ * Returns how many parked heaps still hold memory or blocks (a later
+ * pass will retire them). */
 static size_t retire_parked(bool force, bool receive_only)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     uint64_t now = shoal_os_now_ms();
-    shoal_heap_t *keep = NULL, *h;
-    ck_stack_entry_t *e;
     size_t waiting = 0;
-    while ((e = ck_stack_pop_mpmc(&free_heaps)) != NULL) {
-        h = container_of(e, shoal_heap_t, free_link);
-        shoal_tsan_acquire(h);
-        shoal_heap_receive(h);
-        if (!receive_only && heap_holds_memory(h)) {
-            bool due = force || (delay >= 0 && now - h->parked_ms >= (uint64_t)delay);
-            if (!due || !heap_dismantle(h, force))
-                waiting++;
+    shoal_heap_t *warm = NULL, **warm_end = &warm, *due = NULL, *h, *next;
+    for (h = unpark_all(&free_heaps); h != NULL; h = next) {
+        next = h->next_parked;
+        if (receive_only || parked_long(h, force, delay, now)) {
+            h->next_parked = due;
+            due = h;
+            continue;
         }
-        h->next_parked = keep;
-        keep = h;
+        waiting += heap_holds_memory(h) || !shoal_remote_inbox_empty(&h->inbox);
+        h->next_parked = NULL;
+        *warm_end = h;
+        warm_end = &h->next_parked;
     }
-    /* Back in the order they were parked in: the most recent on top. */
-    while ((h = keep) != NULL) {
-        keep = h->next_parked;
-        shoal_tsan_release(h);
-        ck_stack_push_mpmc(&free_heaps, &h->free_link);
+    park_all(&free_heaps, warm);
+    warm = NULL;
+    shoal_heap_t *spare = unpark_all(&spare_heaps);
+    for (h = due; h != NULL; h = next) {
+        next = h->next_parked;
+        shoal_heap_receive(h);
+        /* A dismantle that fails (the orphanage busy) parks it again. */
+        bool emptied = !receive_only && (!heap_holds_memory(h) || heap_dismantle(h, force));
+        waiting += !receive_only && !emptied;
+        shoal_heap_t **to = emptied ? &spare : &warm;
+        h->next_parked = *to;
+        *to = h;
     }
+    park_all(&free_heaps, warm);
+    for (h = spare; h != NULL; h = h->next_parked)
+        shoal_heap_receive(h);
+    park_all(&spare_heaps, spare);
     return waiting;
 }
 
@@ -985,6 +1049,8 @@ static void mark_vanished(void)
     ck_stack_entry_t *e;
     CK_STACK_FOREACH(&free_heaps, e)
         container_of(e, shoal_heap_t, free_link)->vanished = false;    /* parked */
+    CK_STACK_FOREACH(&spare_heaps, e)
+        container_of(e, shoal_heap_t, free_link)->vanished = false;
     for (h = atomic_load_explicit(&all_heaps, memory_order_acquire); h != NULL; h = h->next_all) {
         if (h->vanished) {
             atomic_store_explicit(&h->live, 0, memory_order_relaxed);

@@ -48,7 +48,8 @@ SHOAL_API size_t alloc_usable_size(const void *ptr);
 
 /* Give free memory back: the calling thread's empty pages and caches go
  * to the pool, pages of exited threads whose blocks have all been freed
- * too, and a purge pass returns to the OS what has been free for
+ * too (once their heap has waited PURGE_DELAY_MS for a thread to take it
+ * over), and a purge pass returns to the OS what has been free for
  * PURGE_DELAY_MS (a slot free at the previous pass); with `force`, all
  * free memory, whatever its age, and the huge-block cache - all but what
  * other live threads hold themselves (their caches, and the pages that

@@ -88,7 +88,7 @@ typedef struct shoal_heap_s {
     bool vanished;
     uint8_t outbox_slot;                        /* senders keep its batch there */
     struct shoal_heap_s *next_all;              /* every heap ever made */
-    ck_stack_entry_t free_link;                 /* on the stack of parked heaps */
+    ck_stack_entry_t free_link;                 /* on the stack of parked or spare heaps */
     struct shoal_heap_s *next_parked;           /* a purge pass's list of them */
     shoal_inbox_t inbox;                        /* blocks other heaps sent back */
 } shoal_heap_t;

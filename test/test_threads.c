@@ -155,6 +155,18 @@ static void make_filled(unsigned char **b, int n, size_t size)
     }
 }
 
+/* Check every byte of the n blocks make_filled made (a mismatch counts in
+ * `corrupt`), and free them. */
+static void check_free_filled(unsigned char **b, int n, size_t size)
+{
+    for (int i = 0; i < n; i++) {
+        for (size_t k = 0; k < size; k++)
+            if (b[i][k] != (unsigned char)i)
+                atomic_fetch_add(&corrupt, 1);
+        alloc_free(b[i]);
+    }
+}
+
 /* No purge pass but the test's own from now (the delay it had is
  * returned), the parked heaps emptied, and *base taken then. */
 static long quiet_base(alloc_stats_t *base)
@@ -265,12 +277,7 @@ static void test_full_pages_of_exited_thread(void **state)
     alloc_collect(true);
     assert_int_equal(alloc_stats_get(&st), 0);
     assert_int_equal(st.heaps_abandoned_pages - base.heaps_abandoned_pages, FULL_PAGES + 1);
-    for (int i = 0; i < FULL_BLOCKS; i++) {
-        for (int k = 0; k < FULL_SIZE; k++)
-            if (full_blocks[i][k] != (unsigned char)i)
-                atomic_fetch_add(&corrupt, 1);
-        alloc_free(full_blocks[i]);
-    }
+    check_free_filled(full_blocks, FULL_BLOCKS, FULL_SIZE);
     alloc_collect(true);                        /* they come home, the pages go */
     assert_int_equal(alloc_stats_get(&st), 0);
     assert_int_equal(st.heaps_abandoned_pages, base.heaps_abandoned_pages);
@@ -311,12 +318,7 @@ static void test_pass_leaves_young_parked_heap(void **state)
                   st = { .size = sizeof st };
     long delay = blocks_of_exited_thread(leave_young, young, YOUNG, &base);
     assert_int_equal(alloc_stats_get(&parked), 0);
-    for (int i = 0; i < YOUNG; i++) {
-        for (int k = 0; k < YOUNG_SIZE; k++)
-            if (young[i][k] != (unsigned char)i)
-                atomic_fetch_add(&corrupt, 1);
-        alloc_free(young[i]);           /* remote: to the parked heap */
-    }
+    check_free_filled(young, YOUNG, YOUNG_SIZE);        /* remote: to the parked heap */
     alloc_collect(false);               /* sends them; the heap is not due (no delay) */
     assert_int_equal(alloc_stats_get(&st), 0);
     assert_int_equal(st.remote_in_flight - base.remote_in_flight, YOUNG);

@@ -722,19 +722,20 @@ static size_t retire_parked(bool force, bool receive_only)
         warm_end = &h->next_parked;
     }
     park_all(&free_heaps, warm);
-    warm = NULL;
-    shoal_heap_t *spare = unpark_all(&spare_heaps);
+    /* `due` is newest first: what goes back parked (a dismantle that
+     * failed, the orphanage busy; every heap with `receive_only`) is
+     * gathered oldest first, and the newest ends on top again. */
+    shoal_heap_t *spare = unpark_all(&spare_heaps), *kept = NULL;
     for (h = due; h != NULL; h = next) {
         next = h->next_parked;
         shoal_heap_receive(h);
-        /* A dismantle that fails (the orphanage busy) parks it again. */
         bool emptied = !receive_only && (!heap_holds_memory(h) || heap_dismantle(h, force));
         waiting += !receive_only && !emptied;
-        shoal_heap_t **to = emptied ? &spare : &warm;
+        shoal_heap_t **to = emptied ? &spare : &kept;
         h->next_parked = *to;
         *to = h;
     }
-    park_all(&free_heaps, warm);
+    park_all(&free_heaps, kept);
     for (h = spare; h != NULL; h = h->next_parked)
         shoal_heap_receive(h);
     park_all(&spare_heaps, spare);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,24 +115,28 @@ bool shoal_os_purge(void *addr, size_t size, bool lazy)
  * mapped.  Where mincore fails, everything is purged (memset where the
  * kernel refuses: memory locked by mlock).
  *
- * Not in a process under a seccomp filter: mincore is in none of
+ * Not in a thread under a seccomp filter: mincore is in none of
  * systemd's system-call groups, so a service hardened with
- * SystemCallFilter=@system-service would be killed by it (SIGSYS).
- * Such a process purges, as before.  Looked at once (a filter that the
- * process installs later is not seen). */
+ * SystemCallFilter=@system-service would be killed by it (SIGSYS), and
+ * so would a daemon that sandboxes itself once started with a list of
+ * the calls it makes.  Such a thread purges all instead.  A filter may
+ * come at any time, on any thread, and never goes: so the kernel is
+ * asked each time until it says there is one (prctl, which
+ * @system-service allows; one call against the memset of megabytes that
+ * follows), and from then on no thread asks mincore again. */
 static bool mincore_allowed(void)
 {
-    static _Atomic int known;           /* 0: not looked, 1: allowed, 2: not */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (k == 0) {
-        char buf[4096];
-        const char *at = NULL;
-        if (shoal_os_read_small_file("/proc/self/status", buf, sizeof buf) > 0)
-            at = strstr(buf, "\nSeccomp:");
-        k = at != NULL && strncmp(at + 9, "\t0\n", 3) == 0 ? 1 : 2;
-        atomic_store_explicit(&known, k, memory_order_relaxed);
-    }
-    return k == 1;
+    static _Atomic bool filtered;
+    /* Relaxed: a hint that only ever turns true; each thread's own
+     * answer comes from the kernel. */
+    if (atomic_load_explicit(&filtered, memory_order_relaxed))
+        return false;
+    int saved = errno;
+    bool none = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0;
+    errno = saved;
+    if (!none)
+        atomic_store_explicit(&filtered, true, memory_order_relaxed);
+    return none;
 }
 
 void shoal_os_zero(void *addr, size_t size)

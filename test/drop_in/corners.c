@@ -8,12 +8,16 @@
  *                     exited thread come home from an idle outbox, and
  *                     when the main thread ends with pthread_exit, the
  *                     process must still end when its last thread does
+ *   corners seccomp   a program that installs a seccomp filter of its own
+ *                     after start-up, one that kills on mincore(2), still
+ *                     gets zeroed huge blocks from calloc
  *
  * Every case runs in a child that the test waits for with a deadline: a
  * hang is killed and reported as a failure, as is a child that crashes or
  * finds a damaged block.  Before these were fixed, the report case's
  * child spun for ever in its first report, the signal case deadlocked on
- * a lock the interrupted code held, and the noproc case never exited.
+ * a lock the interrupted code held, the noproc case never exited, and
+ * the seccomp case's child was killed by SIGSYS.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,7 +26,12 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -260,10 +269,62 @@ static int noproc_case(void)
     pthread_exit(NULL);
 }
 
+/* ---- a seccomp filter installed late ---------------------------------- */
+
+/* calloc of a huge block from a mapping used before: every byte zero,
+ * and what it was filled with before stays resident or not as shoal
+ * decides (mincore(2) where it may ask). */
+static bool huge_calloc_reads_zero(void)
+{
+    const size_t n = (size_t)8 << 20;
+    unsigned char *p = alloc_malloc(n);
+    if (p == NULL)
+        return false;
+    memset(p, 0xc5, n);
+    alloc_free(p);                      /* into the thread's huge slot */
+    unsigned char *q = alloc_calloc(1, n);
+    if (q == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (q[i] != 0)
+            return false;
+    alloc_free(q);
+    return true;
+}
+
+/* A daemon that sandboxes itself once it has started (libseccomp, or
+ * prctl as here) with a list of the calls it makes: mincore is on no
+ * such list (nor in any of systemd's groups), and a call the filter
+ * does not allow kills the process.  shoal used to look for a filter
+ * once, at its first huge calloc, and ask mincore from then on. */
+static int seccomp_case(void)
+{
+    alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);  /* freed mappings stay */
+    if (!huge_calloc_reads_zero())      /* before the filter: mincore asked */
+        return 2;
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mincore, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+        printf("  no seccomp filter here (%s): skipped\n", strerror(errno));
+        return SKIP;
+    }
+    for (int round = 0; round < 3; round++)
+        if (!huge_calloc_reads_zero())
+            return 3;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         { "report", report_case }, { "signal", signal_case }, { "noproc", noproc_case },
+        { "seccomp", seccomp_case },
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
@@ -272,6 +333,6 @@ int main(int argc, char **argv)
         printf("corners %s: %s\n", cases[i].name, rc == SKIP ? "skipped" : "ok");
         return rc;
     }
-    fprintf(stderr, "usage: %s report|signal|noproc\n", argv[0]);
+    fprintf(stderr, "usage: %s report|signal|noproc|seccomp\n", argv[0]);
     return 2;
 }

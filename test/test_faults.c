@@ -13,7 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "shoal.h"
@@ -592,6 +596,63 @@ CASE(realloc_freed_in_place, "double free", "(realloc,")
 CASE(realloc_freed_to_zero, "double free", "(realloc,")
 CASE(usable_size_interior, "inside a block", "(usable_size,")
 
+/* A huge block's shrink that the kernel refuses - mremap fails where
+ * the unmapped tail would split a mapping past vm.max_map_count; here a
+ * seccomp filter answers ENOMEM - keeps the block where it is, at the
+ * size asked for: malloc_usable_size says that size, free_sized takes
+ * the block back at it (no misuse to report), and the mapping serves a
+ * block of its first size again.  Exit status: 0, or where it broke. */
+static void shrink_refused(void)
+{
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mremap, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOMEM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
+    const size_t big = (size_t)64 << 20, small = (size_t)8 << 20;
+    unsigned char *p = alloc_malloc(big);
+    if (p == NULL)
+        _exit(2);
+    memset(p, 0x3c, big);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        _exit(77);
+    unsigned char *q = alloc_realloc(p, small);
+    if (q == NULL)
+        _exit(3);
+    for (size_t i = 0; i < small; i++)
+        if (q[i] != 0x3c)
+            _exit(4);
+    size_t u = alloc_usable_size(q);
+    if (u < small || u >= 2 * small)
+        _exit(5);
+    alloc_free_sized(q, small);
+    unsigned char *r = alloc_malloc(big);
+    if (r == NULL)
+        _exit(6);
+    memset(r, 0xc3, big);
+    for (size_t i = 0; i < big; i += 4096)
+        if (r[i] != 0xc3)
+            _exit(7);
+    alloc_free_sized(r, big);
+}
+
+static void test_huge_shrink_refused(void **state)
+{
+    (void)state;
+    char out[4096];
+    int status;
+    run_child(shrink_refused, false, out, sizeof out, &status);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        skip();                 /* no seccomp filters here */
+    if (out[0] != '\0' && strstr(out, "shoal:") != NULL)
+        fail_msg("%s", out);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_bad_sizes_and_alignments(void **state)
 {
     (void)state;
@@ -652,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_double_free_after_write_head),
         cmocka_unit_test(test_write_after_free_profiled),
         cmocka_unit_test(test_free_sized_wrong),
+        cmocka_unit_test(test_huge_shrink_refused),
         cmocka_unit_test(test_realloc_freed),
         cmocka_unit_test(test_realloc_freed_in_place),
         cmocka_unit_test(test_realloc_freed_to_zero),

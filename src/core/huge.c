@@ -1236,8 +1236,19 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         shoal_commit_uncharge(size - old);
         return grow_failed(h, had);
     }
-    if (base == NULL)           /* a shrink the kernel refused: keep it all */
+    if (base == NULL) {
+        /* A shrink the kernel refused (the tail's unmap would split a
+         * mapping past vm.max_map_count): the bytes past the new size
+         * stay mapped, but leave the block as a cut's rest does, a piece
+         * of its mapping in the cache, which joins it again at its free.
+         * The block is then what the shrink would have made, for
+         * malloc_usable_size and for the size free_sized takes. */
+        if (h->origin == NULL)
+            h->origin = h->base;
+        cache_tail(h, size);
+        shoal_purge_note_free();
         return h->user;
+    }
     if (size < old)
         shoal_commit_uncharge(old - size);
     shoal_lock(&cache_lock);

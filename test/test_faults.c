@@ -13,14 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "shoal.h"
+#include "seccomp_refuse.h"
 #include "core/layout.h"
 #include "core/pool.h"
 #include "thread/heap.h"
@@ -604,20 +602,12 @@ CASE(usable_size_interior, "inside a block", "(usable_size,")
  * block of its first size again.  Exit status: 0, or where it broke. */
 static void shrink_refused(void)
 {
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mremap, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOMEM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
     const size_t big = (size_t)64 << 20, small = (size_t)8 << 20;
     unsigned char *p = alloc_malloc(big);
     if (p == NULL)
         _exit(2);
     memset(p, 0x3c, big);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    if (seccomp_refuse(__NR_mremap, SECCOMP_ANSWER_ERRNO(ENOMEM)) != 0)
         _exit(77);
     unsigned char *q = alloc_realloc(p, small);
     if (q == NULL)

@@ -26,16 +26,14 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stddef.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include "drop_in.h"
+#include "../seccomp_refuse.h"
 
 #define DEADLINE_S 30
 #define SKIP 77
@@ -302,15 +300,7 @@ static int seccomp_case(void)
     alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);  /* freed mappings stay */
     if (!huge_calloc_reads_zero())      /* before the filter: mincore asked */
         return 2;
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mincore, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+    if (seccomp_refuse(__NR_mincore, SECCOMP_ANSWER_KILL) != 0) {
         printf("  no seccomp filter here (%s): skipped\n", strerror(errno));
         return SKIP;
     }

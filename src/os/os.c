@@ -50,8 +50,8 @@ static void *map_anon(void *at, size_t size, enum shoal_os_charge charge)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* The lowest aligned reservation made so far, where the next one is
- * asked for first (0: none yet, or the range below it was taken).  The
+/* The base of the last aligned reservation, below which the next one
+ * is asked for first (0: none yet, or the range below it was taken).  The
  * kernel hands out address space from the top down, so the range just
  * below our newest mapping is mostly free, and asked for there an
  * aligned reservation takes one mmap: without the hint it took five

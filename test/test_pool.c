@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/commit.h"
 #include "core/layout.h"
@@ -520,6 +523,93 @@ static void test_purge_zeroes_free_slots(void **state)
     pool_purge(true);
 }
 
+/* A forced pass, on a thread of its own. */
+static void *forced_pass(void *arg)
+{
+    *(size_t *)arg = pool_purge(true);
+    return NULL;
+}
+
+/* A timed pass, the purger's, on a thread of its own. */
+static void *timed_pass(void *arg)
+{
+    *(size_t *)arg = pool_purge(false);
+    return NULL;
+}
+
+/* Released slots 8..15 of f, written: dirty free ones for a pass. */
+static void release_dirty(shoal_superpage_t *f)
+{
+    for (unsigned i = 8; i < 16; i++) {
+        fill(shoal_slot_addr(f, i), SHOAL_SLOT_SIZE, 0x2a2a + i);
+        release_held(f, i);
+    }
+    assert_int_equal(dirty_free(), 8);
+}
+
+/* fork holds the pool's locks from its prepare handler to its parent
+ * handler.  A pass that starts meanwhile waits for the fork at the next
+ * superpage and then does its work: it used to find the pass lock taken
+ * and leave everything for a later pass, so that a process that forks
+ * often (its fork slowed by the very memory the pass would give back:
+ * 2 GiB freed, 25 ms a fork) skipped pass after pass. */
+static void test_pass_waits_for_fork(void **state)
+{
+    (void)state;
+    shoal_superpage_t *f = fill_pool();
+    release_dirty(f);
+    assert_int_equal(pool_purge(false), 0);     /* the first pass marks them */
+    shoal_pool_fork_prepare();
+    size_t bytes = SIZE_MAX;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, timed_pass, &bytes), 0);
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
+    nanosleep(&pause, NULL);                    /* it waits, or (before) it gave up */
+    shoal_pool_fork_release();
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(bytes, 8 * SHOAL_SLOT_SIZE);
+    assert_int_equal(dirty_free(), 0);
+    release_all_held();
+}
+
+/* The child of a fork that came while another thread's pass held the
+ * pass lock (between two superpages: here, waiting for the superpage
+ * lock that the "fork" holds) has no such thread: fork's child handler
+ * lets the pass lock go, and the child's own forced pass purges all,
+ * where it used to wait for ever.  The child is forked with the raw
+ * system call, as the libc's fork would run shoal's handlers, and does
+ * what the child handler does (thread/fork.c). */
+static void test_child_passes_after_fork_mid_pass(void **state)
+{
+    (void)state;
+    shoal_superpage_t *f = fill_pool();
+    release_dirty(f);
+    shoal_pool_fork_prepare();
+    size_t bytes = SIZE_MAX;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, forced_pass, &bytes), 0);
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
+    nanosleep(&pause, NULL);                    /* it holds the pass lock */
+    pid_t pid = (pid_t)syscall(SYS_fork);
+    if (pid == 0) {
+        shoal_pool_fork_release();
+        shoal_pool_fork_child();
+        alarm(10);                              /* a pass that waits for ever */
+        size_t waiting = 0;
+        size_t got = shoal_pool_purge(true, &waiting);
+        _exit(got == 8 * SHOAL_SLOT_SIZE && dirty_free() == 0 ? 0 : 3);
+    }
+    assert_true(pid > 0);
+    shoal_pool_fork_release();
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));                 /* not SIGALRM */
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(bytes, 8 * SHOAL_SLOT_SIZE);
+    release_all_held();
+}
+
 /* Release slots 8..15 of f, written, as the hole that a claim of 16
  * slots cannot use, and make that claim: it takes a fresh superpage. */
 static shoal_span_t claim_past_hole(shoal_superpage_t *f)
@@ -816,6 +906,8 @@ int main(void)
         cmocka_unit_test_teardown(test_grow_in_place, release_leftovers),
         cmocka_unit_test_teardown(test_claim_run_anywhere, release_leftovers),
         cmocka_unit_test_teardown(test_purge_zeroes_free_slots, release_leftovers),
+        cmocka_unit_test_teardown(test_pass_waits_for_fork, release_leftovers),
+        cmocka_unit_test_teardown(test_child_passes_after_fork_mid_pass, release_leftovers),
         cmocka_unit_test_teardown(test_headers_at_their_colors, release_leftovers),
         cmocka_unit_test_teardown(test_fresh_slots_purge_unfit_dirty_ones, release_leftovers),
         cmocka_unit_test_teardown(test_purge_lazy_mode, release_leftovers),

@@ -43,7 +43,23 @@ static _Atomic size_t claim_hint;
  * owns them), read as a hint. */
 static _Atomic uint64_t lazy_purged[SHOAL_MAX_SUPERPAGES];
 static shoal_lock_t grow_lock = SHOAL_LOCK_INIT;
+/* One pass at a time: a pass's marks age the free slots by one pass,
+ * and two at once would purge what only one of them saw free. */
+static shoal_lock_t pass_lock = SHOAL_LOCK_INIT;
+/* Held while one superpage's free slots are purged (claimed, given to
+ * the kernel, let go): what fork waits for, so that no slot is claimed
+ * by a thread the child does not have.  A pass takes it a superpage at
+ * a time, so a fork waits for one superpage's madvise calls, not for
+ * the whole pass (which over 2 GiB freed took 150 ms and held fork back
+ * as long). */
 static shoal_lock_t purge_lock = SHOAL_LOCK_INIT;
+/* Forks waiting for purge_lock.  The pass lets the lock go between two
+ * superpages and takes it again at once; the lock (a try, a yield, a
+ * try) would let the pass win nearly every time, and the fork wait for
+ * the whole pass after all.  So the pass waits while a fork does.
+ * Relaxed: the lock orders what it guards; this only says when to
+ * yield. */
+static _Atomic unsigned forks_waiting;
 /* Statistics: relaxed, nothing is published through them. */
 static _Atomic uint64_t n_claims, n_releases, n_purged_bytes;
 static _Atomic size_t slots_claimed, slots_claimed_peak;  /* the purger's excluded */
@@ -542,8 +558,8 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
      * pass under way - which waits for nothing - and then makes its own;
      * a timed one leaves the work to that pass. */
     if (force) {
-        shoal_lock(&purge_lock);
-    } else if (!shoal_trylock(&purge_lock)) {
+        shoal_lock(&pass_lock);
+    } else if (!shoal_trylock(&pass_lock)) {
         *waiting += 1;          /* someone else's pass; ours comes later */
         return 0;
     }
@@ -556,10 +572,15 @@ size_t shoal_pool_purge(bool force, size_t *waiting)
                 !(force && shoal_opt(ALLOC_OPTION_MAX_MEMORY) != 0);
     size_t n = atomic_load_explicit(&sp_count, memory_order_acquire);
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        while (atomic_load_explicit(&forks_waiting, memory_order_relaxed) != 0)
+            sched_yield();
+        shoal_lock(&purge_lock);
         bytes += purge_superpage(i, force, lazy, huge, waiting);
+        shoal_unlock(&purge_lock);
+    }
     atomic_fetch_add_explicit(&n_purged_bytes, bytes, memory_order_relaxed);
-    shoal_unlock(&purge_lock);
+    shoal_unlock(&pass_lock);
     return bytes;
 }
 
@@ -576,13 +597,23 @@ shoal_superpage_t *shoal_pool_superpage(size_t i)
 void shoal_pool_fork_prepare(void)
 {
     shoal_lock(&grow_lock);
+    atomic_fetch_add_explicit(&forks_waiting, 1, memory_order_relaxed);
     shoal_lock(&purge_lock);
+    atomic_fetch_sub_explicit(&forks_waiting, 1, memory_order_relaxed);
 }
 
 void shoal_pool_fork_release(void)
 {
     shoal_unlock(&purge_lock);
     shoal_unlock(&grow_lock);
+}
+
+void shoal_pool_fork_child(void)
+{
+    /* A pass of another thread may have been between two superpages:
+     * the child has not that thread, and its own passes would wait for
+     * it for ever (a forced one) or never run (the timed ones). */
+    shoal_unlock(&pass_lock);
 }
 
 void shoal_pool_stats(shoal_pool_stats_t *st)

@@ -102,9 +102,12 @@ size_t shoal_pool_purge(bool force, size_t *waiting);
 size_t shoal_pool_count(void);
 shoal_superpage_t *shoal_pool_superpage(size_t i);
 
-/* fork(): hold the pool's locks across it, release them on both sides. */
+/* fork(): hold the pool's locks across it, release them on both sides;
+ * in the child of a threaded process, also let go a purge pass another
+ * thread had under way (only fork's handlers, with the locks taken). */
 void shoal_pool_fork_prepare(void);
 void shoal_pool_fork_release(void);
+void shoal_pool_fork_child(void);
 
 /* Pool figures for statistics. */
 typedef struct shoal_pool_stats_s {

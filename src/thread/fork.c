@@ -58,8 +58,10 @@ static void parent(void)
 static void child(void)
 {
     shoal_prof_fork_child();    /* a dump the parent's other threads ran is gone */
-    if (locked)
+    if (locked) {
         release();
+        shoal_pool_fork_child();
+    }
     shoal_heap_fork_child(locked);
     shoal_purger_fork_child(locked);
 }

@@ -103,6 +103,15 @@ static void link_heap(shoal_heap_t *h)
                                                     memory_order_relaxed));
 }
 
+void shoal_heap_setup(shoal_heap_t *h)
+{
+    /* Only the queue heads and the inbox need values. */
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
+        shoal_queue_set_head(h, c, &shoal_empty_page);
+    shoal_inbox_init(&h->inbox);
+    link_heap(h);
+}
+
 /* ---- process start-up ------------------------------------------------- */
 
 void shoal_process_init(void)
@@ -116,8 +125,6 @@ void shoal_process_init(void)
         pthread_key_create(&exit_key, thread_exit);
         shoal_fork_init();
         shoal_purger_init();
-        link_heap(&shoal_orphans);
-        link_heap(&shoal_sampled_heap);
         shoal_once_end(&init_state);
         return;
     }
@@ -489,14 +496,9 @@ static shoal_heap_t *heap_new(void)
     shoal_unlock(&area_lock);
     if (h == NULL)
         return NULL;
-    /* Fresh memory is zero; only the queue heads and the inbox need
-     * values. */
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
-        shoal_queue_set_head(h, c, &shoal_empty_page);
-    shoal_inbox_init(&h->inbox);
     h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
                                SHOAL_OUTBOX_SLOTS);
-    link_heap(h);
+    shoal_heap_setup(h);
     return h;
 }
 

@@ -109,6 +109,12 @@ static inline shoal_heap_t *shoal_heap_of_thread(void)
     return shoal_likely(h != &shoal_empty_heap) ? h : shoal_heap_acquire_for_thread();
 }
 
+/* Set up a heap struct that reads as zero (fresh memory, or a heap in
+ * static storage that no thread owns, set up at its first use): empty
+ * queues and inbox; then it joins the list of every heap, which
+ * statistics and fork walk.  Its other fields are its maker's. */
+void shoal_heap_setup(shoal_heap_t *h);
+
 /* A page of class `cls` with a free block, at the head of the calling
  * thread's queue; creates the thread's heap on first use.  NULL with
  * errno ENOMEM. */

@@ -9,12 +9,13 @@
  * blocks, one queue per size class (a heap adopts only pages of a class
  * it allocates: one of a class it never allocates would keep its free
  * blocks from every thread).  Its pages' blocks come home through its
- * inbox, like any heap's. */
-shoal_heap_t shoal_orphans = {
-    .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
-    .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
-    .inbox = SHOAL_INBOX_INIT(shoal_orphans.inbox),
-};
+ * inbox, like any heap's.  Set up by its first holder: a process whose
+ * threads never leave a page there never touches its 9 KiB (zero, they
+ * take no memory until then). */
+shoal_heap_t shoal_orphans;
+/* Written by a holder, once; relaxed: a look without the lock may miss
+ * it, and then finds nothing the orphanage could hold. */
+static _Atomic bool set_up;
 static shoal_lock_t orphan_lock = SHOAL_LOCK_INIT;
 static __thread bool tl_holds_orphans __attribute__((tls_model("initial-exec")));
 /* Pages in the orphanage, by class: a look without the lock. */
@@ -29,6 +30,10 @@ bool shoal_orphanage_take(bool wait)
     else if (!shoal_trylock(&orphan_lock))
         return false;
     tl_holds_orphans = true;
+    if (!atomic_load_explicit(&set_up, memory_order_relaxed)) {
+        shoal_heap_setup(&shoal_orphans);
+        atomic_store_explicit(&set_up, true, memory_order_relaxed);
+    }
     return true;
 }
 
@@ -98,6 +103,8 @@ unsigned shoal_orphanage_adopt(shoal_heap_t *h, unsigned cls, unsigned max)
 
 size_t shoal_orphanage_reclaim(bool force)
 {
+    if (!atomic_load_explicit(&set_up, memory_order_relaxed))
+        return 0;                       /* it never held a page */
     if (!shoal_orphanage_take(force))
         return 1;
     shoal_heap_receive(&shoal_orphans);

@@ -65,10 +65,8 @@ typedef struct shoal_inbox_s {
     bool closed;                        /* sends are dropped (shoal_remote_close) */
 } shoal_inbox_t;
 
-/* An empty inbox; for one in static storage: SHOAL_INBOX_INIT(its name). */
+/* An empty inbox. */
 void shoal_inbox_init(shoal_inbox_t *in);
-#define SHOAL_INBOX_INIT(in)                                                                \
-    { .head = { .node = { NULL } }, .tail = { .p = &(in).head.node } }
 
 /* Keep b (of size `size`, its freed mark already set) in me's outbox for
  * dest, the heap of its page; sends everything when the outbox is full.

@@ -7,14 +7,11 @@
 #include <errno.h>
 #include <string.h>
 
-shoal_heap_t shoal_sampled_heap = {
-    .direct = { [0 ... SHOAL_DIRECT_ENTRIES - 1] = &shoal_empty_page },
-    .pages = { [0 ... SHOAL_CLASSES - 1] = &shoal_empty_page },
-    .large_cached_slots = SHOAL_LARGE_CACHE_CLOSED,
-    .huge_slot = { .map = SHOAL_HUGE_SLOT_CLOSED },
-    .uncached = true,           /* a sample now and then needs no page cache */
-    .inbox = SHOAL_INBOX_INIT(shoal_sampled_heap.inbox),
-};
+/* Set up at the first sample (its 9 KiB are zero until then, and take
+ * no memory in a process that never profiles); the profiling lock
+ * guards `set_up`. */
+shoal_heap_t shoal_sampled_heap;
+static bool set_up;
 
 void *shoal_sampled_alloc(unsigned cls, bool zero, size_t rate, void *const *pcs,
                           unsigned depth)
@@ -22,6 +19,13 @@ void *shoal_sampled_alloc(unsigned cls, bool zero, size_t rate, void *const *pcs
     shoal_heap_t *h = &shoal_sampled_heap;
     shoal_block_t *b = NULL;
     shoal_prof_lock();
+    if (!set_up) {
+        h->large_cached_slots = SHOAL_LARGE_CACHE_CLOSED;
+        atomic_store_explicit(&h->huge_slot.map, SHOAL_HUGE_SLOT_CLOSED, memory_order_relaxed);
+        h->uncached = true;     /* a sample now and then needs no page cache */
+        shoal_heap_setup(h);
+        set_up = true;
+    }
     shoal_page_t *pg = shoal_heap_page_for(h, cls);
     if (pg != NULL) {
         b = pg->free;

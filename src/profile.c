@@ -98,7 +98,7 @@ typedef struct writer_s {
     char buf[16384];
 } writer_t;
 
-static writer_t out;
+static writer_t out SHOAL_SELDOM_BSS;
 
 static void flush(writer_t *w)
 {

@@ -155,7 +155,7 @@ static size_t record_count;
 /* A site is pushed on its chain with a release store of the head, after
  * every field is written; a dump walks the chains with an acquire load
  * of each head, without the lock, and a site's `next` never changes. */
-static _Atomic(shoal_prof_site_t *) sites[SITE_BUCKETS];
+static _Atomic(shoal_prof_site_t *) sites[SITE_BUCKETS] SHOAL_SELDOM_BSS;
 static record_t *spare_records;
 static char *arena_next, *arena_end;
 

@@ -35,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include "../core/layout.h"
 
 #if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE)
 
@@ -481,7 +482,7 @@ static struct rule_slot {
     _Atomic uint64_t seq;
     _Atomic uintptr_t pc, object;       /* the address, and its object's mapping */
     _Atomic uint64_t rule;
-} rules[1u << RULE_BITS];
+} rules[1u << RULE_BITS] SHOAL_SELDOM_BSS;
 
 /* The object a walk is in: a stack's frames are mostly in a few
  * objects, one after another, so a walk asks _dl_find_object only when

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "shoal.h"
 #include "core/message.h"
+#include "os/os.h"
 #include "thread/sampled.h"
 
 /* Bytes this thread may still allocate in large and huge blocks before

@@ -41,12 +41,6 @@
 #define SHOAL_OS_PAGE      4096       /* the smallest page the kernel maps (x86-64, most arm64) */
 #define SHOAL_CACHE_LINE   64
 
-/* Zeroed buffers that only a report, a dump or heap profiling writes:
- * kept together, apart from the variables every process touches, so
- * that those share as few pages as can be and the buffers' pages stay
- * untouched (and cost no memory) where nobody asks for them. */
-#define SHOAL_SELDOM_BSS __attribute__((section(".bss.shoal_seldom")))
-
 #define shoal_likely(x)    __builtin_expect(!!(x), 1)
 #define shoal_unlikely(x)  __builtin_expect(!!(x), 0)
 

@@ -15,6 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Zeroed buffers that only a report, a dump or heap profiling writes:
+ * kept together in a section of their own, apart from the variables
+ * every process touches, so that those share as few pages as can be
+ * and the buffers' pages stay untouched (and cost no memory) where
+ * nobody asks for them. */
+#define SHOAL_SELDOM_BSS __attribute__((section(".bss.shoal_seldom")))
+
 /* How the kernel's overcommit policy sees a reservation. */
 enum shoal_os_charge {
     /* MAP_NORESERVE: address space, whose memory counts as it is

@@ -35,7 +35,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include "../core/layout.h"
+#include "os.h"
 
 #if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE)
 

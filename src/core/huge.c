@@ -582,20 +582,33 @@ static void take_back_tail(shoal_huge_t *h, size_t size)
  * part.  A cut front's unused part (less than a chunk) stays up to a
  * quarter of it, beyond which it is shed too: the block keeps what it
  * may grow into by realloc in place without holding much idle. */
+static void *hand_out(shoal_huge_t *h, size_t align, size_t n, enum mapping_was was);
+
 static void *map_block(char *base, size_t size, char *origin, size_t align, size_t n, bool zero,
                        enum mapping_was was)
 {
-    bool dirty = was != MAPPING_NEW;
     size_t off = user_offset(align);
-    char *user = base + off;
-    if (dirty && zero)
-        zero_front(base, off + n);
-    shoal_huge_t *h = header_for(user, align);
+    if (was != MAPPING_NEW && zero)
+        zero_front(base, off + n);      /* the header's page too: it is written after */
+    shoal_huge_t *h = header_for(base + off, align);
     h->base = base;
     h->map_size = size;
     h->origin = origin;
-    h->user = user;
     h->usable = size - off;
+    return hand_out(h, align, n, was);
+}
+
+/* The rest of map_block, for a header that holds the block's mapping
+ * already: a slot's, which its last block left as it was made (the
+ * slot takes only mappings that nothing was cut from, at the natural
+ * alignment), but for the user pointer, which its free cleared, and
+ * the chunk map's mark, which the free took away. */
+static inline __attribute__((always_inline)) void *hand_out(shoal_huge_t *h, size_t align,
+                                                            size_t n, enum mapping_was was)
+{
+    size_t off = user_offset(align), size = h->map_size;
+    char *user = h->base + off;
+    h->user = user;
     shoal_chunk_set(user, align >= SHOAL_SP_SIZE ? SHOAL_CHUNK_HUGE_BEHIND : SHOAL_CHUNK_HUGE);
     size_t unused = size - (off + n);
     if (was != MAPPING_NEW && unused > size >> (was == MAPPING_CUT ? 2 : 3))
@@ -972,7 +985,11 @@ void *shoal_huge_slot_take(shoal_huge_slot_t *s, size_t n, bool zero)
     if (w == 0)
         return NULL;            /* a purge pass took it */
     shoal_count(&s->requests, 1);
-    return map_block(slot_base(w), size, slot_origin(w), SHOAL_ALIGN, n, zero, MAPPING_USED);
+    /* Zeroing takes the header's page with it: that path writes the
+     * header whole again. */
+    if (zero)
+        return map_block(slot_base(w), size, NULL, SHOAL_ALIGN, n, true, MAPPING_USED);
+    return hand_out((shoal_huge_t *)slot_base(w), SHOAL_ALIGN, n, MAPPING_USED);
 }
 
 bool shoal_huge_slot_put(shoal_huge_slot_t *s, shoal_huge_t *h)

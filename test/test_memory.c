@@ -175,6 +175,55 @@ static alloc_stats_t stats_now(void)
     return st;
 }
 
+/* A table that grows by steps, as a hash table's resize does (the bigger
+ * table made, the entries moved, the smaller one freed): each smaller
+ * mapping leaves the process when it is freed, not at the purge delay -
+ * kept, every step's table stayed resident beside the next.  Then a
+ * program that maps that size again keeps it from then on.  First in the
+ * list: what an earlier test mapped again after a give-back would have
+ * taught shoal (process-wide) to keep these sizes. */
+static void test_outgrown_mapping_goes_back(void **state)
+{
+    (void)state;
+    const size_t first = (size_t)3 << 20;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+    unsigned char *t = alloc_malloc(first);
+    assert_non_null(t);
+    for (size_t i = 0; i < first; i++)
+        t[i] = (unsigned char)(i * 7 + 1);
+    size_t n = first;
+    for (int step = 0; step < 3; step++, n *= 2) {
+        unsigned char *u = alloc_malloc(2 * n);
+        assert_non_null(u);
+        memcpy(u, t, n);
+        memset(u + n, 0xa5, n);
+        alloc_stats_t before = stats_now();
+        alloc_free(t);
+        alloc_stats_t after = stats_now();
+        assert_true(after.mapped + n <= before.mapped);        /* unmapped, */
+        assert_int_equal(after.huge_cached, before.huge_cached); /* not kept */
+        t = u;
+    }
+    for (size_t i = 0; i < first; i++)
+        assert_int_equal(t[i], (unsigned char)(i * 7 + 1));
+    for (size_t i = first; i < n; i++)
+        assert_int_equal(t[i], 0xa5);
+    /* The last size given back (n / 2) is mapped again: learnt.  Freed
+     * after a bigger block, it is kept now. */
+    unsigned char *again = alloc_malloc(n / 2), *bigger = alloc_malloc(n);
+    assert_non_null(again);
+    assert_non_null(bigger);
+    memset(again, 0x3c, n / 2);
+    alloc_stats_t before = stats_now();
+    alloc_free(again);
+    alloc_stats_t after = stats_now();
+    assert_int_equal(after.mapped, before.mapped);
+    assert_int_equal(after.huge_cached, before.huge_cached + 1);
+    alloc_free(bigger);
+    alloc_free(t);
+    alloc_collect(true);
+}
+
 /* A program that freed big blocks (a sort's buffers) and then grows the
  * pool (a hash table of small entries) would hold both until the purge
  * delay: the pool's fresh slots make the huge cache give back as much,
@@ -1215,6 +1264,7 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "huge-pages-refill") == 0)
         return huge_pages_refill();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_outgrown_mapping_goes_back),
         cmocka_unit_test(test_rss_returns_after_delay),
         cmocka_unit_test(test_rss_returns_from_exited_threads),
         cmocka_unit_test(test_rss_stays_with_purge_off),

@@ -37,15 +37,17 @@
 _Static_assert(ALLOC_STATS_CLASSES == SHOAL_CLASSES, "one row per size class");
 
 static uint64_t start_ms;
-static char stats_path[4096] SHOAL_SELDOM_BSS;                   /* SHOAL_STATS_FILE, or "": stderr */
+/* SHOAL_STATS_FILE, or "": stderr */
+static char stats_path[4096] SHOAL_SELDOM_BSS;
 static atomic_flag dumping = ATOMIC_FLAG_INIT;
 /* Relaxed: counts, and a number kept for the report; the report's buffer
  * is guarded by `dumping` (acquire to take, release to give). */
 static _Atomic uint64_t n_dumps, n_skipped;
 static _Atomic int installed_signal;            /* ours, 0 if none */
 static struct sigaction previous;               /* what we replaced */
-static alloc_stats_t report_stats SHOAL_SELDOM_BSS;              /* guarded by `dumping` */
-static char report_buf[32768] SHOAL_SELDOM_BSS;                  /* guarded by `dumping` */
+/* The report's figures and text, guarded by `dumping`. */
+static alloc_stats_t report_stats SHOAL_SELDOM_BSS;
+static char report_buf[32768] SHOAL_SELDOM_BSS;
 
 static size_t read_resident(void)
 {

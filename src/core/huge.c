@@ -576,21 +576,22 @@ static void take_back_tail(shoal_huge_t *h, size_t size)
     shoal_unlock(&cache_lock);
 }
 
-/* The last two huge blocks the calling thread was handed other than
- * from its slot (whose mapping it had freed: memory reused, not grown):
- * their mappings' bases, and the size of the last one's.  A table that
- * grows by steps - a hash table's resize makes the bigger table, moves
- * the entries, frees the smaller one - never takes the smaller mapping
- * back, and each step's table, kept, stayed resident beside the next
- * until the purge delay.  So a mapping freed by its thread once it was
- * outgrown - the block made just before the last one, and smaller -
- * goes back at once too, whatever its size, with the same learning: a
- * program that then maps one it would have served keeps that size from
- * then on.  (CPython building a dict of 2 M keys: peak RSS 420 -> 390
- * MB, glibc 387.)  Only that block: a program that frees a burst of
- * blocks of mixed sizes (bench/page_faults) makes them again, and given
- * back whenever a bigger one was made last they cost it twice the
- * faults (197 -> 376 thousand). */
+/* The last two huge blocks the calling thread was handed other than by
+ * a malloc from its slot (whose mapping it had freed: memory reused,
+ * not grown; a calloc there, which writes the header anew in map_block,
+ * counts): their mappings' bases, and the size of the last one's.  A
+ * table that grows by steps - a hash table's resize makes the bigger
+ * table, moves the entries, frees the smaller one - never takes the
+ * smaller mapping back, and each step's table, kept, stayed resident
+ * beside the next until the purge delay.  So a mapping freed by its
+ * thread once it was outgrown - the block made just before the last
+ * one, and smaller - goes back at once too, whatever its size, with the
+ * same learning: a program that then maps one it would have served
+ * keeps that size from then on.  (CPython building a dict of 2 M keys:
+ * peak RSS 420 -> 390 MB, glibc 387.)  Only that block: a program that
+ * frees a burst of blocks of mixed sizes (bench/page_faults) makes them
+ * again, and given back whenever a bigger one was made last they cost
+ * it twice the faults (197 -> 376 thousand). */
 static __thread char *tl_made_base[2] __attribute__((tls_model("initial-exec")));
 static __thread size_t tl_made_size __attribute__((tls_model("initial-exec")));
 

@@ -305,7 +305,7 @@ static ino_t saved_ino;
 static void keep_stderr(void)
 {
     struct stat st;
-    if (stats_path[0] != '\0' || !shoal_opt(ALLOC_OPTION_SHOW_STATS) || fstat(2, &st) != 0)
+    if (!shoal_opt(ALLOC_OPTION_SHOW_STATS) || stats_path[0] != '\0' || fstat(2, &st) != 0)
         return;
     saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 3);
     saved_dev = st.st_dev;

@@ -27,11 +27,11 @@
 #include "sync.h"
 #include "../os/os.h"
 
-_Atomic uint8_t shoal_chunk_map[SHOAL_CHUNKS];
+_Atomic uint8_t shoal_chunk_map[SHOAL_CHUNKS] SHOAL_SPARSE_BSS;
 
 #define SHOAL_MAX_SUPERPAGES ((size_t)1 << 18)     /* 1 TiB of pool */
 
-static shoal_superpage_t *sp_table[SHOAL_MAX_SUPERPAGES];
+static shoal_superpage_t *sp_table[SHOAL_MAX_SUPERPAGES] SHOAL_SPARSE_BSS;
 /* Entries of sp_table published: stored with release after the entry
  * and its superpage are set up, loaded with acquire by every walk. */
 static _Atomic size_t sp_count;
@@ -41,7 +41,7 @@ static _Atomic size_t claim_hint;
 /* Per superpage, the free slots a lazy purge (MADV_FREE) gave back;
  * relaxed: changed under purge_lock or by a claim of the slots (which
  * owns them), read as a hint. */
-static _Atomic uint64_t lazy_purged[SHOAL_MAX_SUPERPAGES];
+static _Atomic uint64_t lazy_purged[SHOAL_MAX_SUPERPAGES] SHOAL_SPARSE_BSS;
 static shoal_lock_t grow_lock = SHOAL_LOCK_INIT;
 /* One pass at a time: a pass's marks age the free slots by one pass,
  * and two at once would purge what only one of them saw free. */

@@ -22,6 +22,13 @@
  * nobody asks for them. */
 #define SHOAL_SELDOM_BSS __attribute__((section(".bss.shoal_seldom")))
 
+/* Zeroed tables indexed by address or superpage, of which a process
+ * touches only the entries of the memory it uses: a section of their
+ * own too, placed after the rest (the link sorts .bss by section name),
+ * so that no variable every process touches lies on a page of theirs
+ * and each page of theirs that is resident holds entries in use. */
+#define SHOAL_SPARSE_BSS __attribute__((section(".bss.shoal_sparse")))
+
 /* How the kernel's overcommit policy sees a reservation. */
 enum shoal_os_charge {
     /* MAP_NORESERVE: address space, whose memory counts as it is

@@ -28,11 +28,27 @@ static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
 static void *alloc_page_dry(size_t n, shoal_page_t *pg, bool zero);
 
+/* Whether the head of pg's free list passes shoal_block_is_free (then *b
+ * is it); if not, free_list_stop takes it from there.  The end trap of
+ * an armed page's list (core/page.h) is taken here where it needs no
+ * more than malloc's own refill does - local_free becomes the list and
+ * the sample's gap shrinks by its length - in the branch that only a
+ * block failing the test reaches: with profiling off the fast path is
+ * unchanged, and with it on, the common end of a list costs no call. */
+static inline __attribute__((always_inline)) bool page_head(shoal_page_t *pg, shoal_block_t **b)
+{
+    while (shoal_unlikely(!shoal_block_is_free(pg, *b = pg->free))) {
+        if (*b != &shoal_trap_end || !shoal_page_take_local_untrapped(pg))
+            return false;
+    }
+    return true;
+}
+
 /* Pop the head of pg's free list for a request of n bytes. */
 static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
-    shoal_block_t *b = pg->free;
-    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+    shoal_block_t *b;
+    if (shoal_unlikely(!page_head(pg, &b)))
         return free_list_stop(h, pg, n, false);
     return shoal_page_take_counted(h, pg, b);
 }
@@ -57,8 +73,8 @@ static void touch_pages(shoal_block_t *b, size_t n)
  * Every call out is a tail call, so the fast path needs no frame. */
 static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
-    shoal_block_t *b = pg->free;
-    if (shoal_unlikely(!shoal_block_is_free(pg, b)))
+    shoal_block_t *b;
+    if (shoal_unlikely(!page_head(pg, &b)))
         return free_list_stop(h, pg, n, true);
     bool zero = pg->free_is_zero;
     shoal_page_take_counted(h, pg, b);
@@ -70,18 +86,21 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
     return b;
 }
 
-/* The rest of free_list_stop (below): the end trap of a list whose
- * successor needs the sample trap placed, the sample trap itself, which
- * samples the allocation at hand (from the sampled heap:
- * thread/sampled.h), or a link or freed mark that was overwritten -
- * reported, and the call served, zeroed, from elsewhere
- * (ON_ERROR=warn). */
-static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(shoal_heap_t *h,
+/* The head of pg's free list failed shoal_block_is_free, and page_head
+ * did not take it (core/page.h): the end trap of a list whose page ran
+ * dry (on as malloc's own dry page), or whose successor needs the
+ * sample trap placed; the sample trap itself, which samples the
+ * allocation at hand (from the sampled heap: thread/sampled.h); or a
+ * link or freed mark that was overwritten - reported, and the call
+ * served, zeroed, from elsewhere (ON_ERROR=warn). */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_heap_t *h,
                                                                              shoal_page_t *pg,
                                                                              size_t n, bool zero)
 {
     if (pg->free == &shoal_trap_end) {
-        shoal_page_take_local_trapped(pg);      /* it holds blocks: free_list_stop saw */
+        if (shoal_page_local_empty(pg))
+            return alloc_page_dry(n, pg, zero);
+        shoal_page_take_local_trapped(pg);
     } else if (pg->free == &shoal_trap_sample) {
         shoal_page_trap_sample(pg);
         void *p = shoal_prof_sample_block(pg->size_class, zero);
@@ -99,25 +118,6 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *trap_or_broken(sho
         return alloc_generic(n, SHOAL_ALIGN, true);
     }
     return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
-}
-
-/* malloc found at the head of pg's free list a block that is not a free
- * block of the page.  Mostly the end trap of an armed page's list
- * (core/page.h), which comes once a list: local_free becomes the list,
- * and where the next sample falls further on, that is all - the case
- * kept short here; a page run dry goes on as malloc's does; the sample
- * trap and a broken list are above. */
-static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_heap_t *h,
-                                                                             shoal_page_t *pg,
-                                                                             size_t n, bool zero)
-{
-    if (shoal_likely(pg->free == &shoal_trap_end)) {
-        if (shoal_likely(shoal_page_take_local_untrapped(pg)))
-            return zero ? page_pop_zero(h, pg, n) : page_pop(h, pg, n);
-        if (shoal_page_local_empty(pg))
-            return alloc_page_dry(n, pg, zero);         /* as malloc's own dry page */
-    }
-    return trap_or_broken(h, pg, n, zero);
 }
 
 static void *alloc_tier(size_t n, size_t align, bool zero)

@@ -162,36 +162,17 @@ bool shoal_os_purge(void *addr, size_t size, bool lazy)
  * mapped.  Where mincore fails, everything is purged (memset where the
  * kernel refuses: memory locked by mlock).
  *
- * Not in a thread under a seccomp filter: mincore is in none of
- * systemd's system-call groups, so a service hardened with
+ * Not in a thread under a seccomp filter (shoal_os_filtered): mincore is
+ * in none of systemd's system-call groups, so a service hardened with
  * SystemCallFilter=@system-service would be killed by it (SIGSYS), and
  * so would a daemon that sandboxes itself once started with a list of
- * the calls it makes.  Such a thread purges all instead.  A filter may
- * come at any time, on any thread, and never goes: so the kernel is
- * asked each time until it says there is one (prctl, which
- * @system-service allows; one call against the memset of megabytes that
- * follows), and from then on no thread asks mincore again. */
-static bool mincore_allowed(void)
-{
-    static _Atomic bool filtered;
-    /* Relaxed: a hint that only ever turns true; each thread's own
-     * answer comes from the kernel. */
-    if (atomic_load_explicit(&filtered, memory_order_relaxed))
-        return false;
-    int saved = errno;
-    bool none = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0;
-    errno = saved;
-    if (!none)
-        atomic_store_explicit(&filtered, true, memory_order_relaxed);
-    return none;
-}
-
+ * the calls it makes.  Such a thread purges all instead. */
 void shoal_os_zero(void *addr, size_t size)
 {
     enum { WINDOW = 512 };      /* pages asked about at once */
     unsigned char vec[WINDOW];
     int saved = errno;
-    bool look = mincore_allowed();
+    bool look = !shoal_os_filtered();
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
     char *p = addr, *end = p + (size + ps - 1) / ps * ps;
     while (p < end) {
@@ -245,6 +226,36 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap)
         return -1;
     buf[n] = '\0';
     return (long)n;
+}
+
+/* The calling thread's seccomp mode (0: no filter), from the kernel:
+ * the Seccomp field of /proc/thread-self/status (a kernel without
+ * seccomp has none: 0), or, where /proc is not mounted, prctl; -1 if
+ * neither answers. */
+static long seccomp_mode(void)
+{
+    char buf[4096];
+    errno = 0;
+    if (shoal_os_read_small_file("/proc/thread-self/status", buf, sizeof buf) > 0) {
+        const char *f = strstr(buf, "\nSeccomp:");
+        return f != NULL ? strtol(f + strlen("\nSeccomp:"), NULL, 10) : 0;
+    }
+    return errno == ENOENT ? prctl(PR_GET_SECCOMP, 0, 0, 0, 0) : -1;
+}
+
+bool shoal_os_filtered(void)
+{
+    static _Atomic bool seen;
+    /* Relaxed: a hint that only ever turns true; each thread's own
+     * answer comes from the kernel. */
+    if (atomic_load_explicit(&seen, memory_order_relaxed))
+        return true;
+    int saved = errno;
+    bool filtered = seccomp_mode() != 0;
+    errno = saved;
+    if (filtered)
+        atomic_store_explicit(&seen, true, memory_order_relaxed);
+    return filtered;
 }
 
 long shoal_os_threads(void)

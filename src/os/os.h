@@ -73,6 +73,18 @@ void shoal_os_huge_hint(void *addr, size_t size);
  * length, or -1.  No allocation; async-signal-safe. */
 long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
 
+/* Whether a seccomp filter may refuse the calling thread's system calls
+ * - and kill the process for one it does not list.  A program may
+ * install one at any time, on any thread (a daemon that sandboxes itself
+ * once started, with a list of the calls it makes), and it never goes:
+ * so each caller asks before a call that such lists lack (mincore, clone
+ * for a thread of shoal's own), and once one is seen no thread asks
+ * again.  The kernel's answer is read from /proc with open and read,
+ * which such lists hold, or refuse with an errno (OpenSSH's sandbox
+ * answers EACCES), rather than asked with prctl, which one that kills
+ * may lack; where it cannot be read, the answer is yes. */
+bool shoal_os_filtered(void);
+
 /* The process's live threads, from /proc/self/stat (field 20, less a
  * main thread that ended with pthread_exit); -1 if it cannot be read.
  * No allocation. */

@@ -220,10 +220,12 @@ static __thread uint8_t tl_single_skip __attribute__((tls_model("initial-exec"))
  * OS: a single-threaded server that idles between requests (a
  * PostgreSQL backend, after a query that sorted 256 MB: 73 MB of RSS
  * idle against glibc's 13) must not keep what its last request freed
- * until the next.  A small single-threaded program stays so (it may
- * want unshare(CLONE_NEWUSER), which the kernel allows only there); the
- * thread count is read at most once a second, as this runs on slow paths
- * while memory awaits purging. */
+ * until the next - unless a seccomp filter is on it, which may kill the
+ * process for the thread's clone (a single-threaded daemon's list of its
+ * calls has no need of clone).  A small single-threaded program stays
+ * so (it may want unshare(CLONE_NEWUSER), which the kernel allows only
+ * there); the thread count is read at most once a second, as this runs
+ * on slow paths while memory awaits purging. */
 #define PURGER_SINGLE_MIN ((size_t)32 << 20)
 
 /* Set in a fork child of a process that had other threads: POSIX leaves
@@ -244,7 +246,7 @@ static bool wanted(void)
     long mode = shoal_opt(ALLOC_OPTION_PURGE_THREAD);
     if (mode != -1)
         return mode == 1;
-    if (shoal_heap_created() >= 2 || holds_much())
+    if (shoal_heap_created() >= 2 || (holds_much() && !shoal_os_filtered()))
         return true;
     /* Not even the clock but once in 64 calls of a thread. */
     tl_single_skip = 63;

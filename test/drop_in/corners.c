@@ -11,6 +11,9 @@
  *   corners seccomp   a program that installs a seccomp filter of its own
  *                     after start-up, one that kills on mincore(2), still
  *                     gets zeroed huge blocks from calloc
+ *   corners seccomp_thread  a single-threaded program whose filter kills
+ *                     on clone: shoal, holding 48 MiB freed, starts no
+ *                     purger thread there
  *
  * Every case runs in a child that the test waits for with a deadline: a
  * hang is killed and reported as a failure, as is a child that crashes or
@@ -310,11 +313,45 @@ static int seccomp_case(void)
     return 0;
 }
 
+/* A single-threaded daemon sandboxed with a list that has no clone (it
+ * starts no threads): shoal starts its purger in a single-threaded
+ * process once it holds 32 MiB, and the thread's clone killed it. */
+static int seccomp_thread_case(void)
+{
+    enum { BLOCKS = 48, ROUNDS = 4 };
+    const size_t n = (size_t)1 << 20;
+#ifdef DROP_IN_TSAN
+    /* TSan's runtime starts a thread of its own in the fork child. */
+    printf("  under ThreadSanitizer: skipped\n");
+    return SKIP;
+#endif
+    if (seccomp_refuse(__NR_clone, SECCOMP_ANSWER_KILL) != 0 ||
+        seccomp_refuse(__NR_clone3, SECCOMP_ANSWER_KILL) != 0) {
+        printf("  no seccomp filter here (%s): skipped\n", strerror(errno));
+        return SKIP;
+    }
+    static unsigned char *blocks[BLOCKS];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < BLOCKS; i++) {
+            if ((blocks[i] = alloc_malloc(n)) == NULL)
+                return 2;
+            memset(blocks[i], round * BLOCKS + i, n);
+        }
+        for (int i = 0; i < BLOCKS; i++) {
+            for (size_t at = 0; at < n; at += 4093)
+                if (blocks[i][at] != (unsigned char)(round * BLOCKS + i))
+                    return 3;
+            alloc_free(blocks[i]);      /* 48 MiB freed: a purger is wanted */
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         { "report", report_case }, { "signal", signal_case }, { "noproc", noproc_case },
-        { "seccomp", seccomp_case },
+        { "seccomp", seccomp_case }, { "seccomp_thread", seccomp_thread_case },
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
@@ -323,6 +360,6 @@ int main(int argc, char **argv)
         printf("corners %s: %s\n", cases[i].name, rc == SKIP ? "skipped" : "ok");
         return rc;
     }
-    fprintf(stderr, "usage: %s report|signal|noproc|seccomp\n", argv[0]);
+    fprintf(stderr, "usage: %s report|signal|noproc|seccomp|seccomp_thread\n", argv[0]);
     return 2;
 }

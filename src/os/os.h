@@ -96,7 +96,8 @@ long shoal_os_threads(void);
  * kernel offers it and its registration (MEMBARRIER_CMD_QUERY: no
  * registration, no wait).  _register asks for it once: false where the
  * kernel or a sandbox refuses.  _all is false if no barrier was made.
- * errno is kept. */
+ * All three say no, without the call, in a thread under a seccomp
+ * filter (shoal_os_filtered).  errno is kept. */
 bool shoal_os_barrier_offered(void);
 bool shoal_os_barrier_register(void);
 bool shoal_os_barrier_all(void);

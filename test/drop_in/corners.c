@@ -14,6 +14,8 @@
  *   corners seccomp_thread  a single-threaded program whose filter kills
  *                     on clone: shoal, holding 48 MiB freed, starts no
  *                     purger thread there
+ *   corners seccomp_barrier  a program whose filter kills on membarrier(2)
+ *                     makes, frees and collects huge blocks
  *
  * Every case runs in a child that the test waits for with a deadline: a
  * hang is killed and reported as a failure, as is a child that crashes or
@@ -347,11 +349,37 @@ static int seccomp_thread_case(void)
     return 0;
 }
 
+/* The same daemon's list without membarrier, which shoal asks at its
+ * first huge block, and uses in the pass that takes back the mappings
+ * that threads keep for reuse. */
+static int seccomp_barrier_case(void)
+{
+    enum { ROUNDS = 4 };
+    const size_t n = (size_t)8 << 20;
+    if (seccomp_refuse(__NR_membarrier, SECCOMP_ANSWER_KILL) != 0) {
+        printf("  no seccomp filter here (%s): skipped\n", strerror(errno));
+        return SKIP;
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        unsigned char *p = alloc_malloc(n);
+        if (p == NULL)
+            return 2;
+        memset(p, round + 1, n);
+        for (size_t at = 0; at < n; at += 4093)
+            if (p[at] != (unsigned char)(round + 1))
+                return 3;
+        alloc_free(p);                  /* into the thread's huge slot */
+        alloc_collect(true);            /* a pass: the slot's mapping back */
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         { "report", report_case }, { "signal", signal_case }, { "noproc", noproc_case },
         { "seccomp", seccomp_case }, { "seccomp_thread", seccomp_thread_case },
+        { "seccomp_barrier", seccomp_barrier_case },
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
@@ -360,6 +388,6 @@ int main(int argc, char **argv)
         printf("corners %s: %s\n", cases[i].name, rc == SKIP ? "skipped" : "ok");
         return rc;
     }
-    fprintf(stderr, "usage: %s report|signal|noproc|seccomp|seccomp_thread\n", argv[0]);
+    fprintf(stderr, "usage: %s report|signal|noproc|seccomp|seccomp_thread|seccomp_barrier\n", argv[0]);
     return 2;
 }

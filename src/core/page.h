@@ -335,9 +335,10 @@ void shoal_page_collect(shoal_page_t *pg);
  * off: in an *armed* page neither list ends in NULL, both end in
  * shoal_trap_end, a static block in no superpage, so the pop after a
  * list's last block fails the test and comes to the trap handler
- * (shoal_page_trap); and where the next sampled allocation of the page
- * falls, shoal_trap_sample stands in the list in place of a block (the
- * link before it leads there; the block it stands for is trap_next).
+ * (malloc.c: page_head, and free_list_stop); and where the next sampled
+ * allocation of the page falls, shoal_trap_sample stands in the list in
+ * place of a block (the link before it leads there; the block it stands
+ * for is trap_next).
  *
  * Where the sample falls: each allocation from a page of block size s is
  * sampled with probability p = 1 - exp(-s / rate), independently

@@ -77,9 +77,9 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
  * - and kill the process for one it does not list.  A program may
  * install one at any time, on any thread (a daemon that sandboxes itself
  * once started, with a list of the calls it makes), and it never goes:
- * so each caller asks before a call that such lists lack (mincore, clone
- * for a thread of shoal's own), and once one is seen no thread asks
- * again.  The kernel's answer is read from /proc with open and read,
+ * so each caller asks before a call that such lists lack (mincore,
+ * membarrier, clone for a thread of shoal's own), and once one is seen
+ * no thread asks again.  The kernel's answer is read from /proc with open and read,
  * which such lists hold, or refuse with an errno (OpenSSH's sandbox
  * answers EACCES), rather than asked with prctl, which one that kills
  * may lack; where it cannot be read, the answer is yes. */

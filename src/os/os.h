@@ -79,10 +79,11 @@ long shoal_os_read_small_file(const char *path, char *buf, size_t cap);
  * once started, with a list of the calls it makes), and it never goes:
  * so each caller asks before a call that such lists lack (mincore,
  * membarrier, clone for a thread of shoal's own), and once one is seen
- * no thread asks again.  The kernel's answer is read from /proc with open and read,
- * which such lists hold, or refuse with an errno (OpenSSH's sandbox
- * answers EACCES), rather than asked with prctl, which one that kills
- * may lack; where it cannot be read, the answer is yes. */
+ * no thread asks again.  The kernel's answer is read from /proc with
+ * open and read, which such lists hold, or refuse with an errno
+ * (OpenSSH's sandbox answers EACCES), rather than asked with prctl,
+ * which one that kills may lack; where it cannot be read, the answer is
+ * yes. */
 bool shoal_os_filtered(void);
 
 /* The process's live threads, from /proc/self/stat (field 20, less a

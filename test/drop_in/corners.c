@@ -388,6 +388,7 @@ int main(int argc, char **argv)
         printf("corners %s: %s\n", cases[i].name, rc == SKIP ? "skipped" : "ok");
         return rc;
     }
-    fprintf(stderr, "usage: %s report|signal|noproc|seccomp|seccomp_thread|seccomp_barrier\n", argv[0]);
+    fprintf(stderr, "usage: %s report|signal|noproc|seccomp|seccomp_thread|seccomp_barrier\n",
+            argv[0]);
     return 2;
 }

@@ -28,29 +28,44 @@ static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
 static void *alloc_page_dry(size_t n, shoal_page_t *pg, bool zero);
 
-/* Whether the head of pg's free list passes shoal_block_is_free (then *b
- * is it); if not, free_list_stop takes it from there.  The end trap of
- * an armed page's list (core/page.h) is taken here where it needs no
+/* What heads pg's free list: a block that passes shoal_block_is_free
+ * (then *b is it); the end trap of an armed page (core/page.h) with no
+ * block on either list, where the page is dry as one whose list ends in
+ * NULL (alloc_page_dry); or what free_list_stop takes from there.  The
+ * end trap with local frees behind it is taken here where it needs no
  * more than malloc's own refill does - local_free becomes the list and
  * the sample's gap shrinks by its length - in the branch that only a
  * block failing the test reaches: with profiling off the fast path is
  * unchanged, and with it on, the common end of a list costs no call. */
-static inline __attribute__((always_inline)) bool page_head(shoal_page_t *pg, shoal_block_t **b)
+enum page_head { HEAD_BLOCK, HEAD_DRY, HEAD_STOP };
+
+static inline __attribute__((always_inline)) enum page_head page_head(shoal_page_t *pg,
+                                                                      shoal_block_t **b)
 {
     while (shoal_unlikely(!shoal_block_is_free(pg, *b = pg->free))) {
-        if (*b != &shoal_trap_end || !shoal_page_take_local_untrapped(pg))
-            return false;
+        if (*b != &shoal_trap_end)
+            return HEAD_STOP;
+        if (shoal_page_local_empty(pg))
+            return HEAD_DRY;
+        if (!shoal_page_take_local_untrapped(pg))
+            return HEAD_STOP;
     }
-    return true;
+    return HEAD_BLOCK;
 }
 
 /* Pop the head of pg's free list for a request of n bytes. */
 static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     shoal_block_t *b;
-    if (shoal_unlikely(!page_head(pg, &b)))
-        return free_list_stop(h, pg, n, false);
-    return shoal_page_take_counted(h, pg, b);
+    switch (page_head(pg, &b)) {
+    case HEAD_BLOCK:
+        return shoal_page_take_counted(h, pg, b);
+    case HEAD_DRY:
+        return alloc_page_dry(n, pg, false);
+    case HEAD_STOP:
+        break;
+    }
+    return free_list_stop(h, pg, n, false);
 }
 
 /* A zero block of n bytes from fresh memory, whose first bytes the carve
@@ -74,8 +89,14 @@ static void touch_pages(shoal_block_t *b, size_t n)
 static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h, shoal_page_t *pg, size_t n)
 {
     shoal_block_t *b;
-    if (shoal_unlikely(!page_head(pg, &b)))
+    switch (page_head(pg, &b)) {
+    case HEAD_BLOCK:
+        break;
+    case HEAD_DRY:
+        return alloc_page_dry(n, pg, true);
+    case HEAD_STOP:
         return free_list_stop(h, pg, n, true);
+    }
     bool zero = pg->free_is_zero;
     shoal_page_take_counted(h, pg, b);
     if (!zero)
@@ -87,9 +108,8 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
 }
 
 /* The head of pg's free list failed shoal_block_is_free, and page_head
- * did not take it (core/page.h): the end trap of a list whose page ran
- * dry (on as malloc's own dry page), or whose successor needs the
- * sample trap placed; the sample trap itself, which samples the
+ * did not take it (core/page.h): the end trap of a list whose local
+ * frees need the sample trap placed among them; the sample trap itself, which samples the
  * allocation at hand (from the sampled heap: thread/sampled.h); or a
  * link or freed mark that was overwritten - reported, and the call
  * served, zeroed, from elsewhere (ON_ERROR=warn). */
@@ -98,8 +118,6 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
                                                                              size_t n, bool zero)
 {
     if (pg->free == &shoal_trap_end) {
-        if (shoal_page_local_empty(pg))
-            return alloc_page_dry(n, pg, zero);
         shoal_page_take_local_trapped(pg);
     } else if (pg->free == &shoal_trap_sample) {
         shoal_page_trap_sample(pg);

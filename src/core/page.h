@@ -406,15 +406,15 @@ static inline void shoal_page_local_to_free(shoal_page_t *pg)
     pg->free_is_zero = 0;       /* freed blocks hold old data */
 }
 
-/* `free` of an armed page came to the end trap: if local_free holds
- * blocks and the gap goes past them too (mostly: the list that ran out
+/* `free` of an armed page came to the end trap, and local_free holds
+ * blocks: if the gap goes past them too (mostly: the list that ran out
  * placed no trap, so all its blocks went out unsampled), they become
  * `free`, and nothing else happens; true if so (owner).  Inline, for it
  * comes once a list. */
 static inline bool shoal_page_take_local_untrapped(shoal_page_t *pg)
 {
     int64_t len = atomic_load_explicit(&pg->capacity, memory_order_relaxed) - pg->used;
-    if (shoal_list_ended(pg->local_free) || pg->gap_rest < len)
+    if (pg->gap_rest < len)
         return false;           /* (SHOAL_GAP_UNDRAWN is below every length) */
     shoal_page_local_to_free(pg);
     pg->gap_rest -= len;

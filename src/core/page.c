@@ -396,15 +396,10 @@ void shoal_page_extend(shoal_page_t *pg)
 }
 
 /* Put local_free in front of `free`; the end of both stays what it was
- * (NULL, or the end trap in an armed page). */
-void shoal_page_collect(shoal_page_t *pg)
+ * (NULL, or the end trap in an armed page).  local_free holds blocks,
+ * `free` is not NULL. */
+void shoal_page_collect_onto(shoal_page_t *pg)
 {
-    if (shoal_list_ended(pg->local_free))
-        return;
-    if (pg->free == NULL) {             /* the usual case: no walk */
-        shoal_page_take_local(pg);
-        return;
-    }
     if (pg->free == &shoal_trap_end) {  /* the same, armed */
         if (!shoal_page_take_local_untrapped(pg))
             shoal_page_take_local_trapped(pg);

@@ -325,9 +325,6 @@ bool shoal_page_none_live(const shoal_page_t *pg);
  * counts in `used`.  The caller is the process's only thread. */
 void shoal_page_rebuild(shoal_page_t *pg);
 
-/* Move local_free onto `free` (owner only). */
-void shoal_page_collect(shoal_page_t *pg);
-
 /* ---- heap profiling's traps ---------------------------------------------
  * malloc's fast path pops without looking where a list ends, and every
  * block it pops passes shoal_block_is_free.  Heap profiling uses that
@@ -440,5 +437,21 @@ shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg);
 
 /* The head descriptor and the memory of a span. */
 void *shoal_page_start(const shoal_page_t *pg);
+
+/* shoal_page_collect where `free` holds blocks or ends in a trap. */
+void shoal_page_collect_onto(shoal_page_t *pg);
+
+/* Move local_free onto `free` (owner only).  Inline where `free` ran
+ * dry (the usual case, no walk): the searches of a queue do it for
+ * each page they pass. */
+static inline void shoal_page_collect(shoal_page_t *pg)
+{
+    if (shoal_list_ended(pg->local_free))
+        return;
+    if (pg->free == NULL)
+        shoal_page_take_local(pg);
+    else
+        shoal_page_collect_onto(pg);
+}
 
 #endif

@@ -151,3 +151,12 @@ void shoal_queue_walk_front(shoal_heap_t *h, shoal_page_t *pg)
     link_front(h, pg, true);
 }
 
+void shoal_queue_walk_back(shoal_heap_t *h, shoal_page_t *pg)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *last = h->last[c];
+    unlink_page(h, pg, true);
+    pg->prev = last;
+    last->next = pg;
+    h->last[c] = pg;
+}

@@ -1,0 +1,149 @@
+/* A heap's queue of pages (src/thread/heap.c, search_queue): when the
+ * page in use runs dry, a page at least a quarter used with a freed
+ * block serves before a sparse one, which serves before a page is begun,
+ * and a sparse page left alone empties and goes back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include "shoal.h"
+#include "core/pool.h"
+#include "core/size_class.h"
+
+enum { SIZE = 4000, PER_PAGE = 16, N = 3 * PER_PAGE + 2 };
+
+static char *start_of_page(const void *p)
+{
+    return shoal_span_of(p)->start;
+}
+
+static void fill(char *p, int i)
+{
+    memset(p, 'a' + i % 26, SIZE);
+}
+
+static void check(const char *p, int i)
+{
+    for (size_t k = 0; k < SIZE; k++)
+        assert_int_equal(p[k], 'a' + i % 26);
+}
+
+static size_t class_pages(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st.classes[shoal_size_to_class_nz(SIZE)].pages;
+}
+
+/* Three pages of the class filled, in order: b[16k .. 16k + 15] on page
+ * k (the class holds no page before), and b[48], b[49] begin page 3,
+ * which heads the queue from then on; b[49] is freed, so that it has a
+ * block to give (a page that comes back goes behind such a head).  Then
+ * page 0 keeps 2 blocks (sparse), page 1 keeps 12 (4 free), and
+ * alloc_collect takes the frees that the stash held to their pages.
+ * Page 0 went back to the queue first, so a walk in queue order would
+ * find it first. */
+static void make(char **b)
+{
+    assert_int_equal(class_pages(), 0);
+    for (int i = 0; i < N; i++) {
+        b[i] = alloc_malloc(SIZE);
+        assert_non_null(b[i]);
+        fill(b[i], i);
+    }
+    for (int k = 0; k < 3; k++)
+        for (int i = 1; i < PER_PAGE; i++)
+            assert_ptr_equal(start_of_page(b[k * PER_PAGE + i]), start_of_page(b[k * PER_PAGE]));
+    assert_ptr_not_equal(start_of_page(b[N - 2]), start_of_page(b[N - 3]));
+    assert_ptr_equal(start_of_page(b[N - 1]), start_of_page(b[N - 2]));
+    assert_int_equal(class_pages(), 4);
+    alloc_free(b[N - 1]);
+    b[N - 1] = NULL;
+    for (int i = 2; i < PER_PAGE; i++) {
+        alloc_free(b[i]);
+        b[i] = NULL;
+    }
+    for (int i = PER_PAGE; i < PER_PAGE + 4; i++) {
+        alloc_free(b[i]);
+        b[i] = NULL;
+    }
+    alloc_collect(false);
+}
+
+static void free_all(char **b)
+{
+    for (int i = 0; i < N; i++) {
+        if (b[i] != NULL) {
+            check(b[i], i);
+            alloc_free(b[i]);
+        }
+    }
+    alloc_collect(false);
+    assert_int_equal(class_pages(), 0);
+}
+
+/* What page 3 has carved goes out first (it heads the queue); then the
+ * four blocks free in page 1, before any of page 0's; then page 0
+ * serves, before page 3 is carved further or a page begun. */
+static void test_fuller_page_serves_first(void **state)
+{
+    (void)state;
+    char *b[N], *more[PER_PAGE];
+    make(b);
+    const char *page0 = start_of_page(b[0]), *page1 = start_of_page(b[PER_PAGE + 4]),
+               *page3 = start_of_page(b[N - 2]);
+    int n = 0;
+    char *p;
+    while ((p = alloc_malloc(SIZE)) != NULL && start_of_page(p) == page3) {
+        assert_true(n < PER_PAGE - 1);
+        more[n++] = p;
+    }
+    assert_non_null(p);
+    alloc_free(p);                      /* the head's next: taken again below */
+    for (int i = PER_PAGE; i < PER_PAGE + 4; i++) {
+        b[i] = alloc_malloc(SIZE);
+        assert_non_null(b[i]);
+        assert_ptr_equal(start_of_page(b[i]), page1);
+        fill(b[i], i);
+    }
+    b[2] = alloc_malloc(SIZE);
+    assert_non_null(b[2]);
+    assert_ptr_equal(start_of_page(b[2]), page0);
+    fill(b[2], 2);
+    assert_int_equal(class_pages(), 4);
+    while (n > 0)
+        alloc_free(more[--n]);
+    free_all(b);
+}
+
+/* Page 0, passed over while page 1 had room, empties when its last two
+ * blocks are freed, and goes back: the class holds one page fewer. */
+static void test_sparse_page_empties(void **state)
+{
+    (void)state;
+    char *b[N];
+    make(b);
+    for (int i = PER_PAGE; i < PER_PAGE + 4; i++) {
+        b[i] = alloc_malloc(SIZE);
+        assert_non_null(b[i]);
+        fill(b[i], i);
+    }
+    for (int i = 0; i < 2; i++) {
+        check(b[i], i);
+        alloc_free(b[i]);
+        b[i] = NULL;
+    }
+    assert_int_equal(class_pages(), 3);
+    free_all(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fuller_page_serves_first),
+        cmocka_unit_test(test_sparse_page_empties),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

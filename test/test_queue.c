@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include <string.h>
 #include "shoal.h"
 #include "core/pool.h"
 #include "core/size_class.h"
+#include "test_util.h"
 
 enum { SIZE = 4000, PER_PAGE = 16, N = 3 * PER_PAGE + 2 };
 
@@ -21,13 +21,12 @@ static char *start_of_page(const void *p)
 
 static void fill(char *p, int i)
 {
-    memset(p, 'a' + i % 26, SIZE);
+    pattern_fill(p, SIZE, i);
 }
 
 static void check(const char *p, int i)
 {
-    for (size_t k = 0; k < SIZE; k++)
-        assert_int_equal(p[k], 'a' + i % 26);
+    assert_true(pattern_ok(p, SIZE, i));
 }
 
 static size_t class_pages(void)

@@ -7,11 +7,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include <string.h>
 #include "shoal.h"
 #include "core/pool.h"
 #include "core/size_class.h"
 #include "thread/heap.h"
+#include "test_util.h"
 
 enum { SIZE = 20000, N = 48 };
 
@@ -22,13 +22,12 @@ static char *start_of_page(void *p)
 
 static void fill(char *p, int i)
 {
-    memset(p, 'a' + i % 26, SIZE);
+    pattern_fill(p, SIZE, i);
 }
 
 static void check(const char *p, int i)
 {
-    for (size_t k = 0; k < SIZE; k++)
-        assert_int_equal(p[k], 'a' + i % 26);
+    assert_true(pattern_ok(p, SIZE, i));
 }
 
 /* N blocks of SIZE, each filled with its pattern.  Pages of a class are

@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* Capture what shoal writes on stderr (its fault messages, with
@@ -70,6 +71,21 @@ static inline size_t rss_bytes(void)
     if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
         return 0;
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Block i's pattern over its n bytes: written, and whether it is all
+ * still there. */
+static inline void pattern_fill(char *p, size_t n, int i)
+{
+    memset(p, 'a' + i % 26, n);
+}
+
+static inline bool pattern_ok(const char *p, size_t n, int i)
+{
+    for (size_t k = 0; k < n; k++)
+        if (p[k] != 'a' + i % 26)
+            return false;
+    return true;
 }
 
 #endif

@@ -45,7 +45,7 @@ static inline __attribute__((always_inline)) enum page_head page_head(shoal_page
     while (shoal_unlikely(!shoal_block_is_free(pg, *b = pg->free))) {
         if (*b != &shoal_trap_end)
             return HEAD_STOP;
-        if (shoal_page_local_empty(pg))
+        if (pg->local_free == &shoal_trap_end)  /* armed: its lists end there, never in NULL */
             return HEAD_DRY;
         if (!shoal_page_take_local_untrapped(pg))
             return HEAD_STOP;

@@ -32,6 +32,7 @@
 #include "unwind.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -494,9 +495,62 @@ struct object_memo {
     const uint8_t *eh_frame_hdr;
 };
 
+/* Objects that are never unloaded - the program itself, and shoal's
+ * own (linked -z nodelete, or part of the program) - are kept from one
+ * walk to the next, so that a walk asks _dl_find_object only for the
+ * others: most stacks cross into both (_dl_find_object: about 180
+ * instructions a call, a third of a sample's walk).
+ *
+ * Memory order.  An entry is written once, by the thread whose CAS
+ * takes `claimed` from 0: it stores the memo's words (relaxed), then
+ * publishes with a release store of `ready`; a reader that loads
+ * `ready` true (acquire) sees them whole.  A second finder's CAS fails
+ * and it writes nothing; the values it would write are the same. */
+enum { PERMANENT_PROGRAM, PERMANENT_OWN, PERMANENTS };
+
+static struct permanent {
+    _Atomic bool claimed, ready;
+    struct object_memo memo;
+} permanent[PERMANENTS] SHOAL_SELDOM_BSS;
+
+static bool permanent_of(uintptr_t pc, struct object_memo *m)
+{
+    for (unsigned i = 0; i < PERMANENTS; i++) {
+        struct permanent *e = &permanent[i];
+        if (atomic_load_explicit(&e->ready, memory_order_acquire) &&
+            pc - e->memo.start < e->memo.end - e->memo.start) {
+            *m = e->memo;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* m, just found by _dl_find_object for obj, is kept if it is one of the
+ * objects above. */
+static void permanent_keep(const struct object_memo *m, const struct dl_find_object *obj)
+{
+    unsigned i;
+    uintptr_t own = (uintptr_t)&permanent_keep;
+    if (own - m->start < m->end - m->start)
+        i = PERMANENT_OWN;
+    else if (obj->dlfo_link_map != NULL && obj->dlfo_link_map->l_name != NULL &&
+             obj->dlfo_link_map->l_name[0] == '\0')
+        i = PERMANENT_PROGRAM;          /* the program's link map is named "" */
+    else
+        return;
+    struct permanent *e = &permanent[i];
+    bool no = false;
+    if (!atomic_compare_exchange_strong_explicit(&e->claimed, &no, true, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    e->memo = *m;
+    atomic_store_explicit(&e->ready, true, memory_order_release);
+}
+
 static bool object_of(uintptr_t pc, struct object_memo *m)
 {
-    if (pc - m->start < m->end - m->start)
+    if (pc - m->start < m->end - m->start || permanent_of(pc, m))
         return true;
     struct dl_find_object obj;
     if (_dl_find_object((void *)pc, &obj) != 0 || obj.dlfo_eh_frame == NULL)
@@ -505,6 +559,7 @@ static bool object_of(uintptr_t pc, struct object_memo *m)
     m->end = (uintptr_t)obj.dlfo_map_end;
     m->id = m->start ^ rotl(m->end, 21) ^ rotl((uintptr_t)obj.dlfo_eh_frame, 42);
     m->eh_frame_hdr = obj.dlfo_eh_frame;
+    permanent_keep(m, &obj);
     return true;
 }
 

@@ -17,10 +17,12 @@
  * An entry names the object it came from (the start and end of its
  * mapping and its .eh_frame_hdr), which _dl_find_object gives (lock-free,
  * a search of the loaded objects) each time the walk enters another
- * object: a rule is not used for code that was unloaded and replaced by
- * another object at the same address - unless that object has the same
- * extent and layout (a rebuild of the same library, loaded where the old
- * one was), whose stale rules could then send a walk through it astray.
+ * object - but the program's and shoal's own, which are kept once found
+ * (they are never unloaded): a rule is not used for code that was
+ * unloaded and replaced by another object at the same address - unless
+ * that object has the same extent and layout (a rebuild of the same
+ * library, loaded where the old one was), whose stale rules could then
+ * send a walk through it astray.
  *
  * What is read: the .eh_frame data of loaded objects, and words of the
  * walking thread's own stack, each at an address between the stack

@@ -21,12 +21,10 @@
 
 /* -log(y) for 0 < y <= 1.  y = m * 2^e with m in [sqrt(1/2), sqrt(2)),
  * and log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: the odd
- * series to s^23 leaves an error below 1e-17. */
+ * series to s^23 leaves an error below 1e-17.  It is summed in Horner's
+ * form, from its last term (a multiply and an add a term, no loop). */
 static inline double shoal_neg_log(double y)
 {
-    static const double inv_odd[12] = { 1.0,       1.0 / 3,  1.0 / 5,  1.0 / 7,
-                                        1.0 / 9,  1.0 / 11, 1.0 / 13, 1.0 / 15,
-                                        1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23 };
     uint64_t bits;
     memcpy(&bits, &y, sizeof bits);
     int e = (int)((bits >> 52) & 0x7ff) - 1023;
@@ -37,12 +35,20 @@ static inline double shoal_neg_log(double y)
         m *= 0.5;
         e++;
     }
-    double s = (m - 1.0) / (m + 1.0), s2 = s * s, term = s, sum = 0.0;
-    for (int k = 0; k < 12; k++) {
-        sum += term * inv_odd[k];
-        term *= s2;
-    }
-    return -(2.0 * sum + e * SHOAL_LN2);
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double sum = 1.0 / 23;
+    sum = 1.0 / 21 + s2 * sum;
+    sum = 1.0 / 19 + s2 * sum;
+    sum = 1.0 / 17 + s2 * sum;
+    sum = 1.0 / 15 + s2 * sum;
+    sum = 1.0 / 13 + s2 * sum;
+    sum = 1.0 / 11 + s2 * sum;
+    sum = 1.0 / 9 + s2 * sum;
+    sum = 1.0 / 7 + s2 * sum;
+    sum = 1.0 / 5 + s2 * sum;
+    sum = 1.0 / 3 + s2 * sum;
+    sum = 1.0 + s2 * sum;
+    return -(2.0 * s * sum + e * SHOAL_LN2);
 }
 
 /* 1 - exp(-x) for x >= 0: the series x - x^2/2 + x^3/6 - ... below 1/2

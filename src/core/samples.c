@@ -268,6 +268,32 @@ static void drop(record_t *r)
     spare_records = r;
 }
 
+/* What a sample of `size` bytes at `rate` stands for: size / p(s) bytes
+ * and 1 / p(s) objects (in SHOAL_PROF_OBJ_ONE units), with p(s) =
+ * 1 - exp(-s / rate), exact for small s too (expo.h).  Kept for the
+ * sizes sampled last, direct-mapped: most samples are of a few classes'
+ * sizes, and the exponential and the two divisions were a quarter of a
+ * record.  Under the lock. */
+typedef struct {
+    size_t size, rate;
+    uint64_t bytes, objs;
+} weight_t;
+
+static weight_t weights[64];
+
+static const weight_t *weight_of(size_t size, size_t rate)
+{
+    weight_t *w = &weights[(size * 0x9e3779b97f4a7c15u) >> 58];
+    if (w->size != size || w->rate != rate) {
+        double prob = shoal_one_minus_exp_neg((double)size / (double)rate);
+        w->size = size;
+        w->rate = rate;
+        w->bytes = (uint64_t)((double)size / prob + 0.5);
+        w->objs = (uint64_t)(SHOAL_PROF_OBJ_ONE / prob + 0.5);
+    }
+    return w;
+}
+
 void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs,
                        unsigned depth)
 {
@@ -285,12 +311,11 @@ void shoal_prof_record(const void *p, size_t size, size_t rate, void *const *pcs
     } else if ((r = arena_take(sizeof *r)) == NULL) {
         return;
     }
-    /* p(s) = 1 - exp(-s / rate), exact for small s too (expo.h). */
-    double prob = shoal_one_minus_exp_neg((double)size / (double)rate);
+    const weight_t *w = weight_of(size, rate);
     r->addr = p;
     r->site = s;
-    r->bytes = (uint64_t)((double)size / prob + 0.5);
-    r->objs = (uint64_t)(SHOAL_PROF_OBJ_ONE / prob + 0.5);
+    r->bytes = w->bytes;
+    r->objs = w->objs;
     shoal_add_only_writer(&s->live_bytes, r->bytes);
     shoal_add_only_writer(&s->total_bytes, r->bytes);
     shoal_add_only_writer(&s->live_objs, r->objs);

@@ -222,25 +222,49 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_broken
     return alloc_page_dry(n, pg, zero);
 }
 
+/* The block of pg's class that h's stash holds, handed out for n bytes. */
+static inline __attribute__((always_inline)) void *stash_take(shoal_heap_t *h, size_t n,
+                                                              shoal_page_t *pg, bool zero)
+{
+    unsigned c = pg->size_class;
+    shoal_block_t *b = shoal_stash_pop(h, c);
+    if (shoal_unlikely(!shoal_stash_hand_out(h, b, c)))
+        return alloc_stash_broken(n, pg, zero, b);
+    return zero ? memset(b, 0, n) : b;
+}
+
+/* A profiled heap's stashed block, which passes no trap, did not pass
+ * the thread's count of such bytes (profile.h): where a sample point
+ * falls in it, the allocation is sampled (from the sampled heap) and the
+ * block stays stashed; otherwise, or with no stack to be had, it goes
+ * out. */
+static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_counted(
+    size_t n, shoal_page_t *pg, bool zero)
+{
+    if (shoal_prof_point_falls(pg->block_size)) {
+        void *p = shoal_prof_sample_block(pg->size_class, zero);
+        if (p != NULL)
+            return p;
+    }
+    return stash_take(shoal_tl_heap, n, pg, zero);
+}
+
 /* pg, the head of its class's queue, has no block left: the block the
  * stash holds for the class, else the walk above.  The empty page heads
  * every queue of a thread without a heap, and an empty queue: those go
  * the generic way.  A heap whose profiling rate is not the process's
- * walks, whose check arms it (and empties its stash) or disarms it; a
- * profiled heap stashes nothing.  (Every call on the stash's way is a
- * jump, so it needs no frame.) */
+ * walks, whose check arms it or disarms it.  (Every call on the stash's
+ * way is a jump, so it needs no frame.) */
 static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg,
                                                                       bool zero)
 {
     if (shoal_unlikely(pg == &shoal_empty_page))
         return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_t *h = shoal_tl_heap;
-    unsigned c = pg->size_class;
-    shoal_block_t *b;
-    if (shoal_likely(h->prof_rate == shoal_prof_rate()) && (b = shoal_stash_pop(h, c)) != NULL) {
-        if (shoal_unlikely(!shoal_stash_hand_out(h, b, c)))
-            return alloc_stash_broken(n, pg, zero, b);
-        return zero ? memset(b, 0, n) : b;
+    if (shoal_likely(h->prof_rate == shoal_prof_rate()) && shoal_stash_holds(h, pg->size_class)) {
+        if (shoal_unlikely(h->prof_rate != 0) && !shoal_prof_pass(pg->block_size))
+            return alloc_stash_counted(n, pg, zero);
+        return stash_take(h, n, pg, zero);
     }
     return alloc_page_walk(n, pg, zero);
 }

@@ -28,9 +28,7 @@
 #include "os/os.h"
 #include "thread/sampled.h"
 
-/* Bytes this thread may still allocate in large and huge blocks before
- * the next sample point; -1 until drawn. */
-static __thread int64_t tl_until_big __attribute__((tls_model("initial-exec"))) = -1;
+__thread int64_t shoal_prof_untrapped_left __attribute__((tls_model("initial-exec"))) = -1;
 
 SHOAL_ALLOC_PATH void *shoal_prof_sample_block(unsigned cls, bool zero)
 {
@@ -52,20 +50,33 @@ static void mark_sampled(const shoal_ptr_t *c, bool sampled)
         shoal_huge_mark_sampled(c->huge, sampled);
 }
 
+/* The count's next interval (a count never drawn is negative). */
+static int64_t untrapped_draw(void)
+{
+    uint64_t x = shoal_prof_interval(shoal_prof_rate());
+    return x > INT64_MAX ? INT64_MAX : (int64_t)x;
+}
+
+bool shoal_prof_point_falls(size_t size)
+{
+    if (shoal_prof_untrapped_left < 0) {
+        shoal_prof_untrapped_left = untrapped_draw();
+        if (shoal_prof_pass(size))
+            return false;
+    }
+    /* A sample point falls in this block: the next point is a fresh
+     * draw from its end (the process has no memory). */
+    shoal_prof_untrapped_left = untrapped_draw();
+    return true;
+}
+
 SHOAL_ALLOC_PATH void shoal_prof_sample_big(void *p)
 {
     size_t rate = shoal_prof_rate();
     shoal_ptr_t c = shoal_classify(p);
     size_t size = shoal_usable(p, &c, "malloc");
-    if (tl_until_big < 0)
-        tl_until_big = (int64_t)shoal_prof_interval(rate);
-    if ((uint64_t)tl_until_big >= size) {
-        tl_until_big -= (int64_t)size;
+    if (shoal_prof_pass(size) || !shoal_prof_point_falls(size))
         return;
-    }
-    /* A sample point falls in this block: sampled, and the next point is
-     * a fresh draw from its end (the process has no memory). */
-    tl_until_big = (int64_t)shoal_prof_interval(rate);
     void *pcs[SHOAL_PROF_DEPTH];
     unsigned depth = shoal_prof_backtrace(pcs);
     if (depth == 0)

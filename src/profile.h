@@ -13,6 +13,29 @@
  * the caller serves it unsampled. */
 void *shoal_prof_sample_block(unsigned cls, bool zero);
 
+/* Bytes this thread may still be handed out, in blocks that no page's
+ * trap sees, before the next sample point: large and huge blocks, made
+ * on the slow path, and small ones from the stash (thread/stash.h) - the
+ * same Poisson process over bytes as the traps', drawn per thread over
+ * these bytes alone; negative until drawn. */
+extern __thread int64_t shoal_prof_untrapped_left __attribute__((tls_model("initial-exec")));
+
+/* A block of `size` bytes that no trap sees is handed out: whether the
+ * count lets it pass unsampled (and falls by `size`). */
+static inline bool shoal_prof_pass(size_t size)
+{
+    if (shoal_likely(shoal_prof_untrapped_left >= (int64_t)size)) {
+        shoal_prof_untrapped_left -= (int64_t)size;
+        return true;
+    }
+    return false;
+}
+
+/* The count did not let a block of `size` bytes pass: whether a sample
+ * point falls in it (the count drawn first where it was not; after a
+ * point falls, the next is drawn from the block's end). */
+bool shoal_prof_point_falls(size_t size);
+
 /* A large or huge block was made on the slow path: sample it if the
  * thread's byte count says so. */
 void shoal_prof_sample_big(void *p);

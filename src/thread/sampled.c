@@ -2,7 +2,6 @@
 #include "sampled.h"
 #include "large_cache.h"
 #include "page_queue.h"
-#include "stash.h"
 
 #include <errno.h>
 #include <string.h>
@@ -60,8 +59,6 @@ void shoal_heap_prof_sync(shoal_heap_t *h)
     size_t rate = shoal_prof_rate();
     bool on = rate != 0;
     if ((h->prof_rate != 0) != on) {
-        if (on)
-            shoal_stash_drain(h);       /* its blocks would pass the traps by */
         shoal_large_cache_close(h, on);
         shoal_huge_slot_close(&h->huge_slot, on);
     }

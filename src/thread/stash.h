@@ -23,9 +23,11 @@
  * Each stashed block keeps its page from going back to the pool, so the
  * stash is emptied into the pages wherever a heap's caches are - at the
  * idle sweep if no malloc took from it since the sweep before, at
- * alloc_collect, when memory runs short, and at thread exit - and while
- * the heap is profiled, whose traps must see every block handed out.
- * Only the heap's holder touches it.
+ * alloc_collect, when memory runs short, and at thread exit.  While the
+ * heap is profiled, a block the stash hands out passes no page's trap:
+ * the thread's count of such bytes samples it (profile.h,
+ * shoal_prof_pass), as it samples large and huge blocks.  Only the
+ * heap's holder touches it.
  */
 #ifndef SHOAL_STASH_H
 #define SHOAL_STASH_H
@@ -34,22 +36,26 @@
 
 /* Stash b, which the holder of h freed into pg, one of h's full pages
  * (its freed mark written, the free counted); false if the stash of its
- * class is full or h is profiled, and then nothing is done. */
+ * class is full, and then nothing is done. */
 static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     unsigned c = pg->size_class;
-    if (h->stashed[c] == SHOAL_STASH || h->prof_rate != 0)
+    if (h->stashed[c] == SHOAL_STASH)
         return false;
     h->stash[c][h->stashed[c]++] = b;
     return true;
 }
 
-/* The block of class c stashed last, taken out of the stash, or NULL if
- * none is. */
+/* Whether the stash holds a block of class c. */
+static inline bool shoal_stash_holds(const shoal_heap_t *h, unsigned c)
+{
+    return h->stashed[c] != 0;
+}
+
+/* The block of class c stashed last, taken out of the stash, which
+ * holds one. */
 static inline shoal_block_t *shoal_stash_pop(shoal_heap_t *h, unsigned c)
 {
-    if (h->stashed[c] == 0)
-        return NULL;
     h->stash_used = true;
     return h->stash[c][--h->stashed[c]];
 }

@@ -109,10 +109,11 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
 
 /* The head of pg's free list failed shoal_block_is_free, and page_head
  * did not take it (core/page.h): the end trap of a list whose local
- * frees need the sample trap placed among them; the sample trap itself, which samples the
- * allocation at hand (from the sampled heap: thread/sampled.h); or a
- * link or freed mark that was overwritten - reported, and the call
- * served, zeroed, from elsewhere (ON_ERROR=warn). */
+ * frees need the sample trap placed among them; the sample trap itself,
+ * which samples the allocation at hand (from the sampled heap:
+ * thread/sampled.h); or a link or freed mark that was overwritten -
+ * reported, and the call served, zeroed, from elsewhere
+ * (ON_ERROR=warn). */
 static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(shoal_heap_t *h,
                                                                              shoal_page_t *pg,
                                                                              size_t n, bool zero)

@@ -3,10 +3,12 @@
  * and jeprof read (docs/profiling.md).
  *
  * Small blocks are sampled by their page's traps (core/page.h), which
- * send the allocation here; large and huge blocks, whose mallocs take the
- * slow path while profiling is on (thread/sampled.h), by a count of the
- * bytes each thread allocated of them: the same Poisson process over
- * bytes, drawn per thread.
+ * send the allocation here; the blocks no trap sees - large and huge
+ * ones, whose mallocs take the slow path while profiling is on
+ * (thread/sampled.h), and small ones the stash hands out
+ * (thread/stash.h) - by a count of the bytes each thread was handed of
+ * them (profile.h, shoal_prof_untrapped_left): the same Poisson process
+ * over bytes, drawn per thread.
  *
  * A profile holds, for every stack that allocated a sampled block, the
  * estimated objects and bytes live now and allocated since profiling

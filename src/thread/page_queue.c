@@ -94,6 +94,23 @@ static void link_front(shoal_heap_t *h, shoal_page_t *pg, bool quiet)
         shoal_queue_set_head(h, c, pg);
 }
 
+/* pg at the back of its queue, published or (`quiet`) not where it
+ * becomes the head, as above. */
+static void link_back(shoal_heap_t *h, shoal_page_t *pg, bool quiet)
+{
+    unsigned c = pg->size_class;
+    shoal_page_t *last = h->last[c];
+    pg->next = NULL;
+    pg->prev = last;
+    if (last != NULL)
+        last->next = pg;
+    else if (quiet)
+        h->pages[c] = pg;
+    else
+        shoal_queue_set_head(h, c, pg);
+    h->last[c] = pg;
+}
+
 void shoal_queue_remove(shoal_heap_t *h, shoal_page_t *pg)
 {
     unlink_page(h, pg, false);
@@ -106,15 +123,7 @@ void shoal_queue_push_front(shoal_heap_t *h, shoal_page_t *pg)
 
 void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
 {
-    unsigned c = pg->size_class;
-    shoal_page_t *last = h->last[c];
-    pg->next = NULL;
-    pg->prev = last;
-    if (last == NULL)
-        shoal_queue_set_head(h, c, pg);
-    else
-        last->next = pg;
-    h->last[c] = pg;
+    link_back(h, pg, false);
 }
 
 void shoal_full_push(shoal_heap_t *h, shoal_page_t *pg)
@@ -153,10 +162,6 @@ void shoal_queue_walk_front(shoal_heap_t *h, shoal_page_t *pg)
 
 void shoal_queue_walk_back(shoal_heap_t *h, shoal_page_t *pg)
 {
-    unsigned c = pg->size_class;
-    shoal_page_t *last = h->last[c];
     unlink_page(h, pg, true);
-    pg->prev = last;
-    last->next = pg;
-    h->last[c] = pg;
+    link_back(h, pg, true);
 }

@@ -250,6 +250,19 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_counte
     return stash_take(shoal_tl_heap, n, pg, zero);
 }
 
+/* The stash's way in a profiled heap, a function of its own so that the
+ * unprofiled way keeps no frame: the block goes out if the thread's
+ * count lets it pass (this way keeps none either), else the count's
+ * cold way above. */
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_stash_profiled(size_t n,
+                                                                            shoal_page_t *pg,
+                                                                            bool zero)
+{
+    if (shoal_likely(shoal_prof_pass(pg->block_size)))
+        return stash_take(shoal_tl_heap, n, pg, zero);
+    return alloc_stash_counted(n, pg, zero);
+}
+
 /* pg, the head of its class's queue, has no block left: the block the
  * stash holds for the class, else the walk above.  The empty page heads
  * every queue of a thread without a heap, and an empty queue: those go
@@ -263,8 +276,8 @@ static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n,
         return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_t *h = shoal_tl_heap;
     if (shoal_likely(h->prof_rate == shoal_prof_rate()) && shoal_stash_holds(h, pg->size_class)) {
-        if (shoal_unlikely(h->prof_rate != 0) && !shoal_prof_pass(pg->block_size))
-            return alloc_stash_counted(n, pg, zero);
+        if (shoal_unlikely(h->prof_rate != 0))
+            return alloc_stash_profiled(n, pg, zero);
         return stash_take(h, n, pg, zero);
     }
     return alloc_page_walk(n, pg, zero);

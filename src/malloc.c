@@ -122,7 +122,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *free_list_stop(sho
         shoal_page_take_local_trapped(pg);
     } else if (pg->free == &shoal_trap_sample) {
         shoal_page_trap_sample(pg);
-        void *p = shoal_prof_sample_block(pg->size_class, zero);
+        void *p = shoal_prof_sample_block(pg->size_class, zero, __builtin_frame_address(0));
         if (p != NULL)
             return p;
         /* No stack to be had, or profiling just went off: the block the
@@ -243,7 +243,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_counte
     size_t n, shoal_page_t *pg, bool zero)
 {
     if (shoal_prof_point_falls(pg->block_size)) {
-        void *p = shoal_prof_sample_block(pg->size_class, zero);
+        void *p = shoal_prof_sample_block(pg->size_class, zero, __builtin_frame_address(0));
         if (p != NULL)
             return p;
     }

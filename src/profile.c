@@ -32,11 +32,11 @@
 
 __thread int64_t shoal_prof_untrapped_left __attribute__((tls_model("initial-exec"))) = -1;
 
-SHOAL_ALLOC_PATH void *shoal_prof_sample_block(unsigned cls, bool zero)
+SHOAL_ALLOC_PATH void *shoal_prof_sample_block(unsigned cls, bool zero, const void *frame)
 {
     size_t rate = shoal_prof_rate();
     void *pcs[SHOAL_PROF_DEPTH];
-    unsigned depth = rate != 0 ? shoal_prof_backtrace(pcs) : 0;
+    unsigned depth = rate != 0 ? shoal_prof_backtrace(pcs, frame) : 0;
     if (depth == 0)
         return NULL;
     return shoal_sampled_alloc(cls, zero, rate, pcs, depth);
@@ -80,7 +80,7 @@ SHOAL_ALLOC_PATH void shoal_prof_sample_big(void *p)
     if (shoal_prof_pass(size) || !shoal_prof_point_falls(size))
         return;
     void *pcs[SHOAL_PROF_DEPTH];
-    unsigned depth = shoal_prof_backtrace(pcs);
+    unsigned depth = shoal_prof_backtrace(pcs, __builtin_frame_address(0));
     if (depth == 0)
         return;
     shoal_prof_lock();

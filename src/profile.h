@@ -9,9 +9,10 @@
 
 /* The allocation at hand, of a page class, is sampled (a page's trap
  * said so): a block of class cls from the sampled heap, recorded with
- * the caller's stack.  NULL when no stack is to be had (or no memory):
- * the caller serves it unsampled. */
-void *shoal_prof_sample_block(unsigned cls, bool zero);
+ * the stack from the caller of the allocation path's function whose
+ * frame address `frame` is (shoal_prof_backtrace).  NULL when no stack
+ * is to be had (or no memory): the caller serves it unsampled. */
+void *shoal_prof_sample_block(unsigned cls, bool zero, const void *frame);
 
 /* Bytes this thread may still be handed out, in blocks that no page's
  * trap sees, before the next sample point: large and huge blocks, made

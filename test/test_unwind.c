@@ -28,12 +28,14 @@ typedef struct walk_s {
     unsigned n;
     void *ra[3];
     const void *own_lo, *own_hi;        /* the walk's own code (NULL: none) */
+    bool from_frame;                    /* walk from leaf's frame address */
 } walk_t;
 
 static __attribute__((noinline)) void leaf(walk_t *w)
 {
     w->ra[0] = __builtin_return_address(0);
-    w->n = shoal_os_unwind(w->pcs, MAX, w->own_lo, w->own_hi);
+    w->n = shoal_os_unwind(w->pcs, MAX, w->own_lo, w->own_hi,
+                           w->from_frame ? __builtin_frame_address(0) : NULL);
     __asm__ volatile("" ::: "memory");  /* no tail call: leaf keeps its frame */
 }
 
@@ -45,6 +47,14 @@ static __attribute__((noinline)) void middle(walk_t *w, size_t grow)
     memset(pad, 1, grow);
     leaf(w);
     __asm__ volatile("" ::"r"(pad) : "memory");
+}
+
+/* rsp-based CFA: a frame of fixed size. */
+static __attribute__((noinline)) void plain(walk_t *w)
+{
+    w->ra[1] = __builtin_return_address(0);
+    leaf(w);
+    __asm__ volatile("" ::: "memory");  /* no tail call */
 }
 
 /* A frame of 200 KB. */
@@ -96,10 +106,45 @@ static void test_own_frames_dropped(void **state)
         assert_ptr_equal(own.pcs[i], w.pcs[i + 3]);
 }
 
+/* A walk from leaf's frame address starts at leaf's return address: the
+ * frames below it are not walked, and the rest is the same walk (through
+ * middle's rbp-based CFA too); a return address there in the own range
+ * is dropped as anywhere else. */
+static void test_walk_from_frame(void **state)
+{
+    (void)state;
+    for (size_t grow = 8; grow <= 8192; grow *= 4) {
+        walk_t w = { .own_lo = NULL };
+        top(&w, grow);
+        check_walk(&w);
+        walk_t from = { .from_frame = true };
+        top(&from, grow);
+        assert_int_equal(from.n, w.n - 1);
+        for (unsigned i = 0; i < 3; i++)
+            assert_ptr_equal(from.pcs[i], from.ra[i]);
+        for (unsigned i = 3; i < from.n; i++)
+            assert_ptr_equal(from.pcs[i], w.pcs[i + 1]);
+        walk_t own = { .own_lo = w.ra[0], .own_hi = (const char *)w.ra[0] + 1, .from_frame = true };
+        top(&own, grow);        /* leaf's return address, the first, is "own" */
+        assert_int_equal(own.n, w.n - 2);
+        assert_ptr_equal(own.pcs[0], own.ra[1]);
+    }
+    /* From a frame whose caller's CFA is rsp-based. */
+    walk_t p = { .own_lo = NULL }, from = { .from_frame = true };
+    plain(&p);
+    plain(&from);
+    assert_true(p.n >= 3);
+    assert_int_equal(from.n, p.n - 1);
+    assert_ptr_equal(from.pcs[0], from.ra[0]);
+    assert_ptr_equal(from.pcs[1], from.ra[1]);
+    for (unsigned i = 2; i < from.n; i++)
+        assert_ptr_equal(from.pcs[i], p.pcs[i + 1]);
+}
+
 static __attribute__((noinline)) unsigned depth_of(unsigned d, void **pcs)
 {
     if (d == 0)
-        return shoal_os_unwind(pcs, MAX, NULL, NULL);
+        return shoal_os_unwind(pcs, MAX, NULL, NULL, NULL);
     unsigned n = depth_of(d - 1, pcs);
     __asm__ volatile("" ::: "memory");
     return n;
@@ -123,7 +168,7 @@ static walk_t noreturn_walk;
 
 static __attribute__((noinline, noreturn)) void walk_and_leave(void)
 {
-    noreturn_walk.n = shoal_os_unwind(noreturn_walk.pcs, MAX, NULL, NULL);
+    noreturn_walk.n = shoal_os_unwind(noreturn_walk.pcs, MAX, NULL, NULL, NULL);
     longjmp(out_of_noreturn, 1);
 }
 
@@ -160,7 +205,7 @@ static int walked;
 static int compare(const void *a, const void *b)
 {
     if (!walked++)
-        sorted_walk.n = shoal_os_unwind(sorted_walk.pcs, MAX, NULL, NULL);
+        sorted_walk.n = shoal_os_unwind(sorted_walk.pcs, MAX, NULL, NULL, NULL);
     return *(const int *)a - *(const int *)b;
 }
 
@@ -261,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames_match_return_addresses),
         cmocka_unit_test(test_own_frames_dropped),
+        cmocka_unit_test(test_walk_from_frame),
         cmocka_unit_test(test_deep_stack_is_cut_at_max),
         cmocka_unit_test(test_noreturn_call),
         cmocka_unit_test(test_through_libc_callback),

@@ -43,12 +43,12 @@ void shoal_prof_own_end(void)
     tl_own = false;
 }
 
-unsigned shoal_prof_backtrace(void **pcs)
+unsigned shoal_prof_backtrace(void **pcs, const void *frame)
 {
     if (tl_own)
         return 0;
     return shoal_os_unwind(pcs, SHOAL_PROF_DEPTH, __start_shoal_alloc_path,
-                           __stop_shoal_alloc_path);
+                           __stop_shoal_alloc_path, frame);
 }
 
 /* ---- the draws -------------------------------------------------------- */

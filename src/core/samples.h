@@ -54,8 +54,10 @@ uint64_t shoal_prof_interval(size_t rate);
 
 /* The calling thread's stack into pcs, from the first frame outside
  * shoal (the caller of malloc); returns the depth (0 where the walk
- * found no frame outside shoal). */
-unsigned shoal_prof_backtrace(void **pcs);
+ * found no frame outside shoal).  The walk starts from the caller of
+ * the function whose __builtin_frame_address(0) `frame` is (one of the
+ * allocation path's: the frames below it are shoal's, and not walked). */
+unsigned shoal_prof_backtrace(void **pcs, const void *frame);
 
 /* Between these two, what the calling thread allocates is shoal's own,
  * not the program's, and is never sampled: the C library's memory for

@@ -599,23 +599,54 @@ bool shoal_os_unwind_supported(void)
     return true;
 }
 
+/* Return address ip of the walk, which holds n of them in pcs: kept,
+ * or, where it is in the caller's own code, dropped with all before it.
+ * Returns how many pcs holds now. */
+static unsigned walk_keep(void **pcs, unsigned n, uintptr_t ip, const void *own_lo,
+                          const void *own_hi)
+{
+    if (ip - (uintptr_t)own_lo < (uintptr_t)own_hi - (uintptr_t)own_lo)
+        return 0;
+    pcs[n] = (void *)ip;
+    return n + 1;
+}
+
 /* The walk reads the stack words of other frames: no sanitizer's
  * business (a return address is no object of the program). */
 __attribute__((noinline, no_sanitize("address")))
-unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi)
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi,
+                         const void *frame)
 {
-    uintptr_t ip, sp, bp;
-    /* rip and rsp of one instruction: the rule at ip holds for this sp. */
-    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-                     : "=&r"(ip), "=&r"(sp), "=r"(bp));   /* none of them rbp before it is read */
+    uintptr_t ip, sp, bp, at;
+    if (frame != NULL) {
+        /* The frame's prologue pushed the caller's rbp at `frame` after
+         * the call pushed the return address above it: the caller's
+         * state at that call is this, and its first rule is that of the
+         * call (ip - 1), as for every frame after the first below. */
+        const uintptr_t *fp = frame;
+        ip = fp[1];
+        bp = fp[0];
+        sp = (uintptr_t)frame + 16;
+        at = ip - 1;
+    } else {
+        /* rip and rsp of one instruction: the rule at ip holds for this
+         * sp.  The first rule is of this function at ip itself; after
+         * it, of the call instruction (ip - 1: a return address may be a
+         * function's end, its next function's start). */
+        __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                         : "=&r"(ip), "=&r"(sp), "=r"(bp));   /* none of them rbp before it is read */
+        at = ip;
+    }
     uintptr_t low = sp;
     bool bp_known = true;
     unsigned n = 0;
     struct object_memo memo = { 0, 0, 0, NULL };
-    /* The first rule is of this function at ip itself; after it, of the
-     * call instruction (ip - 1: a return address may be a function's
-     * end, its next function's start). */
-    for (uintptr_t at = ip; n < max; at = ip - 1) {
+    if (frame != NULL) {
+        if (ip == 0 || max == 0)
+            return 0;
+        n = walk_keep(pcs, n, ip, own_lo, own_hi);
+    }
+    for (; n < max; at = ip - 1) {
         uint64_t rule = rule_of(at, &memo);
         if (rule_kind(rule) != RULE_STEP)
             break;
@@ -637,10 +668,7 @@ unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const voi
         sp = cfa;
         if (ip == 0)
             break;
-        if (ip - (uintptr_t)own_lo < (uintptr_t)own_hi - (uintptr_t)own_lo)
-            n = 0;              /* the caller's own, and so is all before it */
-        else
-            pcs[n++] = (void *)ip;
+        n = walk_keep(pcs, n, ip, own_lo, own_hi);
     }
     return n;
 }
@@ -652,12 +680,14 @@ bool shoal_os_unwind_supported(void)
     return false;
 }
 
-unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi)
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi,
+                         const void *frame)
 {
     (void)pcs;
     (void)max;
     (void)own_lo;
     (void)own_hi;
+    (void)frame;
     return 0;
 }
 

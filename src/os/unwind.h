@@ -25,7 +25,14 @@ bool shoal_os_unwind_supported(void);
  * is the caller's).  Returns how many.  The walk stops at the outermost
  * frame, or early at a frame it cannot read: code with no call frame
  * information (generated at run time), a signal frame, a frame whose
- * rules are DWARF expressions. */
-unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi);
+ * rules are DWARF expressions.
+ *
+ * `frame`, where not NULL, is __builtin_frame_address(0) of a function
+ * on the calling thread's stack (which so keeps rbp as its frame
+ * pointer): the walk starts at that function's return address instead,
+ * and steps through none of the frames below it - each step costs a
+ * look-up of its rule. */
+unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const void *own_hi,
+                         const void *frame);
 
 #endif

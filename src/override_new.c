@@ -88,13 +88,22 @@ static void *next_operator(_Atomic(void *) *slot, const char *name)
     }
 
 /* The aligned forms: alloc_aligned, and the next operator where it has
- * no memory (body_args name the size n and the alignment a). */
+ * no memory (body_args name the size n and the alignment a).  libstdc++'s
+ * aligned operator rounds the size up to a multiple of the alignment
+ * before it calls aligned_alloc, and the sum wraps for a size within an
+ * alignment of SIZE_MAX (GCC 12: new(SIZE_MAX, align_val_t(4096)) asked
+ * for 0 bytes and returned a block): such a size goes on as the largest
+ * multiple of the alignment, which no allocator can meet either. */
 #define NEW_ALIGNED(name, body_args, args)                                                \
     NEW_NEXT(name, body_args, args)                                                       \
     SHOAL_EXPORT SHOAL_ALLOC_PATH void *name body_args                                    \
     {                                                                                     \
         void *p = alloc_aligned(a, n);                                                    \
-        return __builtin_expect(p != NULL, 1) ? p : name##_next args;                     \
+        if (__builtin_expect(p != NULL, 1))                                               \
+            return p;                                                                     \
+        if (n > -a)                                                                       \
+            n = -a;                                                                       \
+        return name##_next args;                                                          \
     }
 
 /* The others (body_args name the size n) pop as malloc does, inline

@@ -529,6 +529,22 @@ static void test_environment(void **state)
     if (why == NULL || strstr(why + 1, "SHOAL_STATS_SIGNAL") != NULL)
         fail_msg("not one warning for STATS_SIGNAL=11: \"%s\"", err);
 
+    /* The C library's own signal: refused, and the warning says so. */
+    const char *libc_sig[] = { "SHOAL_STATS_SIGNAL", "32" };
+    run_child(libc_sig, 2, out, sizeof out, err, sizeof err);
+    assert_int_equal(child_value(out, ALLOC_OPTION_STATS_SIGNAL), 0);
+    assert_non_null(strstr(err, "signal 32 is a fault, abort's, KILL, STOP or the C library's own"));
+
+    /* A value that holds control characters: still one line, each
+     * written as '?'. */
+    const char *ctl[] = { "SHOAL_PURGE_MODE", "some\nthing\033[2J" };
+    run_child(ctl, 2, out, sizeof out, err, sizeof err);
+    assert_non_null(strstr(err, "SHOAL_PURGE_MODE=some?thing?[2J is not a valid value"));
+    int ctl_lines = 0;
+    for (const char *c = err; *c != '\0'; c++)
+        ctl_lines += *c == '\n' || *c == '\033';
+    assert_int_equal(ctl_lines, 1);
+
     /* A MAX_MEMORY too small for a first block is kept, and said, once. */
     const char *small[] = { "SHOAL_MAX_MEMORY", "100k" };
     run_child(small, 2, out, sizeof out, err, sizeof err);

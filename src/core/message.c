@@ -121,11 +121,18 @@ void shoal_write_all(int fd, const char *buf, size_t len)
     errno = saved;
 }
 
+/* One line, whatever the values put in it hold: a control character
+ * that came with one (an environment variable's value, a path) is
+ * written as '?', so it can neither split the line nor act on a
+ * terminal. */
 static void emit(const char *prefix, const char *fmt, va_list ap)
 {
     char line[512];
     size_t n = shoal_format(line, sizeof line, "%s", prefix);
     n += shoal_vformat(line + n, sizeof line - n - 1, fmt, ap);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+            line[i] = '?';
     line[n++] = '\n';
     shoal_write_all(2, line, n);
 }

@@ -75,15 +75,17 @@ void shoal_option_on_change(alloc_option_t o, void (*fn)(long))
         atomic_store_explicit(&on_change[o], fn, memory_order_release);
 }
 
-/* A MAX_MEMORY too small for a first block makes every allocation fail:
+/* A MAX_MEMORY too small for a first block makes every allocation that
+ * needs memory shoal does not hold yet fail (at start-up, every one):
  * say so, once. */
 static void warn_small_limit(long value)
 {
     static atomic_flag said = ATOMIC_FLAG_INIT;
     /* Relaxed: it only keeps the warning to one. */
     if (!atomic_flag_test_and_set_explicit(&said, memory_order_relaxed))
-        shoal_warning("MAX_MEMORY %ld is below the %zu bytes shoal needs for its first "
-                      "block: every allocation will fail", value, SHOAL_COMMIT_MIN);
+        shoal_warning("MAX_MEMORY %ld is below the %zu bytes shoal needs for a first block: "
+                      "every allocation that needs memory shoal does not hold yet will fail",
+                      value, SHOAL_COMMIT_MIN);
 }
 
 /* Signals a statistics dump must never be tied to: the synchronous
@@ -337,8 +339,8 @@ static void warn_bad_value(alloc_option_t o, const char *var, const char *text)
     format_range(o, range, sizeof range);
     format_value(o, now, sizeof now);
     if (options[o].kind == V_SIGNAL && parse_signal(text, &v) == 0 && signal_refused(v))
-        shoal_warning("%s=%s: signal %ld is a fault, abort's, KILL or STOP, which cannot "
-                      "carry statistics dumps; keeping %s", var, text, v, now);
+        shoal_warning("%s=%s: signal %ld is a fault, abort's, KILL, STOP or the C library's "
+                      "own, which cannot carry statistics dumps; keeping %s", var, text, v, now);
     else
         shoal_warning("%s=%s is not a valid value (%s); keeping %s", var, text, range, now);
 }
@@ -427,10 +429,6 @@ static void read_environment(void)
             continue;
         if (shoal_option_parse((alloc_option_t)o, text, &v) == 0)
             set_option((alloc_option_t)o, v);
-        else if (options[o].kind == V_SIGNAL && parse_signal(text, &v) == 0 && signal_refused(v))
-            shoal_warning("%s=%s: signal %ld is a fault, abort's, KILL or STOP, which cannot "
-                          "carry statistics dumps; keeping %ld", var, text, v,
-                          shoal_opt((alloc_option_t)o));
         else
             warn_bad_value((alloc_option_t)o, var, text);
     }

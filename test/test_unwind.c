@@ -74,18 +74,25 @@ static void check_walk(const walk_t *w)
         assert_ptr_equal(w->pcs[i + 1], w->ra[i]);
 }
 
+/* A walk from leaf through top (middle's alloca of `grow`), checked.
+ * Inline, so that the frames above top are its caller's, as in a walk
+ * that calls top itself. */
+static inline __attribute__((always_inline)) walk_t checked_walk(size_t grow)
+{
+    walk_t w = { .own_lo = NULL };
+    top(&w, grow);
+    check_walk(&w);
+    return w;
+}
+
 static void test_frames_match_return_addresses(void **state)
 {
     (void)state;
     assert_true(shoal_os_unwind_supported());
     for (size_t grow = 8; grow <= 8192; grow *= 4) {
-        walk_t w = { .own_lo = NULL };
-        top(&w, grow);
-        check_walk(&w);
+        walk_t w = checked_walk(grow);
         /* The same stack again: from the table this time, the same. */
-        walk_t again = { .own_lo = NULL };
-        top(&again, grow);
-        check_walk(&again);
+        walk_t again = checked_walk(grow);
         assert_int_equal(again.n, w.n);
     }
 }
@@ -114,9 +121,7 @@ static void test_walk_from_frame(void **state)
 {
     (void)state;
     for (size_t grow = 8; grow <= 8192; grow *= 4) {
-        walk_t w = { .own_lo = NULL };
-        top(&w, grow);
-        check_walk(&w);
+        walk_t w = checked_walk(grow);
         walk_t from = { .from_frame = true };
         top(&from, grow);
         assert_int_equal(from.n, w.n - 1);

@@ -618,16 +618,21 @@ unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const voi
                          const void *frame)
 {
     uintptr_t ip, sp, bp, at;
+    unsigned n = 0;
     if (frame != NULL) {
         /* The frame's prologue pushed the caller's rbp at `frame` after
          * the call pushed the return address above it: the caller's
-         * state at that call is this, and its first rule is that of the
-         * call (ip - 1), as for every frame after the first below. */
+         * state at that call is this, its return address the walk's
+         * first, and its first rule that of the call (ip - 1), as for
+         * every frame after the first below. */
         const uintptr_t *fp = frame;
         ip = fp[1];
         bp = fp[0];
         sp = (uintptr_t)frame + 16;
         at = ip - 1;
+        if (ip == 0 || max == 0)
+            return 0;
+        n = walk_keep(pcs, n, ip, own_lo, own_hi);
     } else {
         /* rip and rsp of one instruction: the rule at ip holds for this
          * sp.  The first rule is of this function at ip itself; after
@@ -639,13 +644,7 @@ unsigned shoal_os_unwind(void **pcs, unsigned max, const void *own_lo, const voi
     }
     uintptr_t low = sp;
     bool bp_known = true;
-    unsigned n = 0;
     struct object_memo memo = { 0, 0, 0, NULL };
-    if (frame != NULL) {
-        if (ip == 0 || max == 0)
-            return 0;
-        n = walk_keep(pcs, n, ip, own_lo, own_hi);
-    }
     for (; n < max; at = ip - 1) {
         uint64_t rule = rule_of(at, &memo);
         if (rule_kind(rule) != RULE_STEP)

@@ -55,9 +55,9 @@ void shoal_queue_unfull(shoal_heap_t *h, shoal_page_t *pg);
  * looks at them again until a block comes back (shoal_heap_page_freed),
  * sparse pages to the back, and the page it finds to the front.  These
  * moves keep pages[c] but leave the direct table behind it: a walk that
- * moved the head publishes the new one, once, at its end.  (Publishing at each move cost a
- * random replacement of blocks two passes over the direct entries a
- * malloc.) */
+ * moved the head publishes the new one, once, at its end.  (Publishing
+ * at each move cost a random replacement of blocks two passes over the
+ * direct entries a malloc.) */
 void shoal_queue_walk_full(shoal_heap_t *h, shoal_page_t *pg);
 void shoal_queue_walk_front(shoal_heap_t *h, shoal_page_t *pg);
 void shoal_queue_walk_back(shoal_heap_t *h, shoal_page_t *pg);

@@ -26,7 +26,8 @@
 
 static void *alloc_generic(size_t n, size_t align, bool zero);
 static void *free_list_stop(shoal_heap_t *h, shoal_page_t *pg, size_t n, bool zero);
-static void *alloc_page_dry(size_t n, shoal_page_t *pg, bool zero);
+static void *alloc_page_dry(size_t n, shoal_page_t *pg);
+static void *calloc_page_dry(size_t n, shoal_page_t *pg);
 
 /* What heads pg's free list: a block that passes shoal_block_is_free
  * (then *b is it); the end trap of an armed page (core/page.h) with no
@@ -61,7 +62,7 @@ static inline __attribute__((always_inline)) void *page_pop(shoal_heap_t *h, sho
     case HEAD_BLOCK:
         return shoal_page_take_counted(h, pg, b);
     case HEAD_DRY:
-        return alloc_page_dry(n, pg, false);
+        return alloc_page_dry(n, pg);
     case HEAD_STOP:
         break;
     }
@@ -93,7 +94,7 @@ static inline __attribute__((always_inline)) void *page_pop_zero(shoal_heap_t *h
     case HEAD_BLOCK:
         break;
     case HEAD_DRY:
-        return alloc_page_dry(n, pg, true);
+        return calloc_page_dry(n, pg);
     case HEAD_STOP:
         return free_list_stop(h, pg, n, true);
     }
@@ -220,7 +221,7 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_broken
     size_t n, shoal_page_t *pg, bool zero, shoal_block_t *b)
 {
     shoal_stash_broken(b);
-    return alloc_page_dry(n, pg, zero);
+    return zero ? calloc_page_dry(n, pg) : alloc_page_dry(n, pg);
 }
 
 /* The block of pg's class that h's stash holds, handed out for n bytes. */
@@ -250,37 +251,38 @@ static __attribute__((noinline, cold)) SHOAL_ALLOC_PATH void *alloc_stash_counte
     return stash_take(shoal_tl_heap, n, pg, zero);
 }
 
-/* The stash's way in a profiled heap, a function of its own so that the
- * unprofiled way keeps no frame: the block goes out if the thread's
- * count lets it pass (this way keeps none either), else the count's
- * cold way above. */
-static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_stash_profiled(size_t n,
-                                                                            shoal_page_t *pg,
-                                                                            bool zero)
-{
-    if (shoal_likely(shoal_prof_pass(pg->block_size)))
-        return stash_take(shoal_tl_heap, n, pg, zero);
-    return alloc_stash_counted(n, pg, zero);
-}
-
 /* pg, the head of its class's queue, has no block left: the block the
  * stash holds for the class, else the walk above.  The empty page heads
  * every queue of a thread without a heap, and an empty queue: those go
  * the generic way.  A heap whose profiling rate is not the process's
- * walks, whose check arms it or disarms it.  (Every call on the stash's
- * way is a jump, so it needs no frame.) */
-static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg,
-                                                                      bool zero)
+ * walks, whose check arms it or disarms it; in a profiled heap the
+ * stashed block goes out if the thread's count lets it pass, else the
+ * count's cold way above.  Every call on the stash's way is a jump, so
+ * it needs no frame: malloc and calloc each have a copy for their
+ * `zero` (below), because with `zero` an argument the compiler keeps two
+ * copies of it and of the class, and takes two callee-saved registers
+ * for the profiled count - a push and a pop each, on every way through. */
+static inline __attribute__((always_inline)) void *page_dry(size_t n, shoal_page_t *pg, bool zero)
 {
     if (shoal_unlikely(pg == &shoal_empty_page))
         return alloc_generic(n, SHOAL_ALIGN, zero);
     shoal_heap_t *h = shoal_tl_heap;
     if (shoal_likely(h->prof_rate == shoal_prof_rate()) && shoal_stash_holds(h, pg->size_class)) {
-        if (shoal_unlikely(h->prof_rate != 0))
-            return alloc_stash_profiled(n, pg, zero);
+        if (shoal_unlikely(h->prof_rate != 0) && !shoal_prof_pass(pg->block_size))
+            return alloc_stash_counted(n, pg, zero);
         return stash_take(h, n, pg, zero);
     }
     return alloc_page_walk(n, pg, zero);
+}
+
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *alloc_page_dry(size_t n, shoal_page_t *pg)
+{
+    return page_dry(n, pg, false);
+}
+
+static __attribute__((noinline)) SHOAL_ALLOC_PATH void *calloc_page_dry(size_t n, shoal_page_t *pg)
+{
+    return page_dry(n, pg, true);
 }
 
 /* malloc above 2 MiB: this thread's huge slot, or the slow way (a tail
@@ -318,7 +320,7 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
         shoal_page_take_local(pg);
         return page_pop(h, pg, n);
     }
-    return alloc_page_dry(n, pg, false);
+    return alloc_page_dry(n, pg);
 }
 SHOAL_ALSO_NAMED(malloc, alloc_malloc)
 SHOAL_ALSO_NAMED(__libc_malloc, alloc_malloc)
@@ -334,7 +336,7 @@ SHOAL_ALLOC_PATH void *alloc_calloc(size_t count, size_t size)
         if (shoal_likely(pg->free != NULL) ||
             (pg->local_free != NULL && shoal_page_take_local(pg) != NULL))
             return page_pop_zero(h, pg, n);
-        return alloc_page_dry(n, pg, true);
+        return calloc_page_dry(n, pg);
     }
     return alloc_generic(n, SHOAL_ALIGN, true);
 }

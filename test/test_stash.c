@@ -113,11 +113,80 @@ static void test_collect_empties_the_stash(void **state)
     assert_int_equal(st.classes[c].live_blocks, 0);
 }
 
+static bool all_zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+
+/* calloc takes the stashed blocks back as malloc does, the last freed
+ * first, and zeroes what the program wrote into them; the same in a
+ * profiled heap, whose stashed blocks pass the thread's byte count
+ * (the rate is so large that no sample falls in these few blocks). */
+static void calloc_takes_stashed(bool profiled)
+{
+    alloc_collect(false);
+    if (profiled) {
+        assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF_SAMPLE, 1L << 40), 0);
+        assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF, 1), 0);
+    }
+    char *b[N];
+    make(b);
+    int p1 = page_begins(b, 0), p3 = page_begins(b, 2);
+    assert_true(p1 > 4 && p3 < N - 1);
+    char *x = b[3], *y = b[p1 + 3];
+    alloc_free(x);
+    alloc_free(y);
+    char *got[N];
+    int n = 0;
+    while (n < N) {
+        got[n] = alloc_calloc(1, SIZE);
+        assert_non_null(got[n]);
+        assert_true(all_zero(got[n], SIZE));
+        if (got[n] == y || got[n] == x)
+            break;
+        n++;
+    }
+    assert_ptr_equal(got[n], y);
+    char *next = alloc_calloc(SIZE, 1);
+    assert_ptr_equal(next, x);
+    assert_true(all_zero(x, SIZE));
+    fill(y, p1 + 3);
+    fill(x, 3);
+    for (int i = 0; i < N; i++)
+        check(b[i], i);
+    for (int i = 0; i <= n; i++)
+        if (got[i] != y)
+            alloc_free(got[i]);
+    for (int i = 0; i < N; i++)
+        alloc_free(b[i]);
+    if (profiled) {
+        assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF, 0), 0);
+        assert_int_equal(alloc_option_set(ALLOC_OPTION_PROF_SAMPLE, 512 << 10), 0);
+    }
+}
+
+static void test_calloc_takes_stashed(void **state)
+{
+    (void)state;
+    calloc_takes_stashed(false);
+}
+
+static void test_calloc_takes_stashed_profiled(void **state)
+{
+    (void)state;
+    calloc_takes_stashed(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_last_freed_comes_back_first),
         cmocka_unit_test(test_collect_empties_the_stash),
+        cmocka_unit_test(test_calloc_takes_stashed),
+        cmocka_unit_test(test_calloc_takes_stashed_profiled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,36 @@ static void test_peaks_after_reads(void **state)
                                                            c.huge_cached_bytes);
 }
 
+/* Requests the kernel cannot map - 64 TiB, more than the gaps of a 47-bit
+ * address space hold, whatever the overcommit policy; 2^62 bytes; a
+ * realloc growing a 10 MiB block to 64 TiB - fail with ENOMEM and leave
+ * the committed peak where the memory really went: it once kept the
+ * failed request's size for the rest of the process. */
+static void test_failed_requests_leave_committed_peak(void **state)
+{
+    (void)state;
+    void *b = alloc_malloc(10u << 20);
+    assert_non_null(b);
+    pattern_fill(b, 10u << 20, 7);
+    alloc_stats_t a = take();
+    size_t sizes[] = { (size_t)1 << 46, (size_t)1 << 62, ((size_t)1 << 47) + 1 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        errno = 0;
+        assert_null(alloc_malloc(sizes[i]));
+        assert_int_equal(errno, ENOMEM);
+        errno = 0;
+        assert_null(alloc_calloc(1, sizes[i]));
+        assert_int_equal(errno, ENOMEM);
+    }
+    errno = 0;
+    assert_null(alloc_realloc(b, (size_t)1 << 46));
+    assert_int_equal(errno, ENOMEM);
+    assert_true(pattern_ok(b, 10u << 20, 7));
+    alloc_stats_t c = take();
+    assert_true(c.committed_peak < a.committed_peak + (64u << 20));
+    alloc_free(b);
+}
+
 /* Without a read in between, the peak is sampled when a heap needs a
  * fresh page or a large or huge block is made, once the sampling interval
  * (1 ms per live heap) has passed: 50 ms of sleep make sure it has. */
@@ -525,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_older_struct_gets_its_prefix),
         cmocka_unit_test(test_peaks_after_reads),
         cmocka_unit_test(test_peaks_sampled_between_reads),
+        cmocka_unit_test(test_failed_requests_leave_committed_peak),
         cmocka_unit_test(test_counters_exact),
         cmocka_unit_test(test_metadata_counted),
         cmocka_unit_test(test_purge_due),

@@ -29,6 +29,17 @@
  * pass MAX_MEMORY. */
 bool shoal_commit_charge(size_t bytes);
 
+/* The same for a mapping about to be made, which the kernel may still
+ * refuse (then the caller uncharges): the account's peak is not raised
+ * until shoal_commit_mapped says the memory is there.  A request the
+ * kernel cannot serve - a program asking for 10 TB - so leaves the peak
+ * as it was, where it stayed at 10 TB for the rest of the process.  (A
+ * peak noted while another thread's charge ahead waits for its mapping
+ * includes that charge: it is bounded by that request, and the kernel
+ * refuses it only where the request is more than the machine has.) */
+bool shoal_commit_charge_ahead(size_t bytes);
+void shoal_commit_mapped(void);
+
 /* Take `bytes` out of the account. */
 void shoal_commit_uncharge(size_t bytes);
 

@@ -649,9 +649,11 @@ void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled)
 static char *map_new(size_t size, size_t align)
 {
     char *base = NULL;
-    if (shoal_commit_charge(size)) {
+    if (shoal_commit_charge_ahead(size)) {
         base = shoal_chunk_reserve(size, align, SHOAL_OS_CHARGED);
-        if (base == NULL)
+        if (base != NULL)
+            shoal_commit_mapped();
+        else
             shoal_commit_uncharge(size);
     }
     if (base == NULL) {
@@ -786,9 +788,11 @@ static void *grow_short(char *base, size_t got, size_t size, size_t base_align, 
                         size_t n, bool zero)
 {
     char *grown = NULL;
-    if (shoal_commit_charge(size - got)) {
+    if (shoal_commit_charge_ahead(size - got)) {
         grown = remap(base, got, size, base_align, NULL);
-        if (grown == NULL)
+        if (grown != NULL)
+            shoal_commit_mapped();
+        else
             shoal_commit_uncharge(size - got);
     }
     shoal_lock(&cache_lock);
@@ -1269,7 +1273,7 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         return h->user;
     /* The account holds the larger of the two sizes while the mapping
      * changes, and the new size after. */
-    if (size > old && !shoal_commit_charge(size - old))
+    if (size > old && !shoal_commit_charge_ahead(size - old))
         return grow_failed(h, had);
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     char *base = remap(old_base, old, size, base_align, old_base + off);
@@ -1277,6 +1281,8 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         shoal_commit_uncharge(size - old);
         return grow_failed(h, had);
     }
+    if (size > old)
+        shoal_commit_mapped();
     if (base == NULL) {
         /* A shrink the kernel refused (the tail's unmap would split a
          * mapping past vm.max_map_count): the bytes past the new size

@@ -34,8 +34,11 @@
 #define SHOAL_ADDR_BITS    48
 #endif
 
-/* Requests above this are refused with ENOMEM (C says PTRDIFF_MAX). */
-#define SHOAL_MAX_REQUEST  ((size_t)PTRDIFF_MAX)
+/* Requests above this are refused with ENOMEM at once: no mapping is
+ * larger than the address space (C's bound, PTRDIFF_MAX, is far above
+ * it), and a larger one need not go through the caches and the kernel
+ * only to fail there. */
+#define SHOAL_MAX_REQUEST  ((size_t)1 << SHOAL_ADDR_BITS)
 
 #define SHOAL_ALIGN        16         /* natural alignment of every block */
 #define SHOAL_OS_PAGE      4096       /* the smallest page the kernel maps (x86-64, most arm64) */

@@ -25,7 +25,10 @@
  *   10        free on another thread        -
  *   11        malloc on another thread      size
  *   12        check a block's contents      -
- *   13        PURGE_DELAY_MS                - (slot byte % 4: 0, 1, 10, 1000 ms)
+ *   13        PURGE_DELAY_MS                - (slot byte % 4: 0, 1, 10, 1000 ms), or,
+ *             with the slot byte's bit 5, heap profiling turned on at
+ *             a mean of 1 KiB << (slot byte / 4 % 8) between samples, or
+ *             off (every input ends with it off)
  *   14, 15    alloc_malloc then realloc     size, size
  *
  * The slot byte picks one of 64 slots; allocating into a live slot frees
@@ -48,7 +51,8 @@
  * block intact; contents are intact at every free (from this or another
  * thread); absurd sizes and overflowing products give NULL with ENOMEM,
  * bad alignments NULL with EINVAL; and at the end of each input the
- * statistics count no live block.  Blocks carry a pattern from a per
+ * statistics count no live block, and the committed peak fits the
+ * address space.  Blocks carry a pattern from a per
  * block seed: every byte of the first 8 KiB, 16 bytes of every 4 KiB page
  * after that (of every 64 KiB in blocks above 1 MiB) and the last 64
  * bytes.  A failed check prints one line and aborts, which libFuzzer
@@ -447,6 +451,25 @@ static void check_nothing_live(void)
     CHECK(live == 0 && st.large_live == 0 && st.huge_live == 0,
           "every block was freed, yet the statistics count %zu small, %zu large and %zu huge "
           "live blocks", live, st.large_live, st.huge_live);
+    /* A mapping the kernel refused (an absurd size) is in no peak. */
+    CHECK(st.committed_peak < (size_t)1 << 47, "committed peak %zu bytes: more than fits the "
+          "address space", st.committed_peak);
+}
+
+/* Heap profiling on at a mean of `rate` bytes between samples, or off:
+ * the sampled blocks come from the sampled heap, and their frees, from
+ * any thread, take the remote path (src/profile.c); the rate of every
+ * input's start comes back when it goes off. */
+static long prof_sample;
+
+static void toggle_profiling(long rate)
+{
+    if (prof_sample == 0)
+        prof_sample = alloc_option_get(ALLOC_OPTION_PROF_SAMPLE);
+    bool on = alloc_option_get(ALLOC_OPTION_PROF) == 0;
+    CHECK(alloc_option_set(ALLOC_OPTION_PROF_SAMPLE, on ? rate : prof_sample) == 0,
+          "setting PROF_SAMPLE");
+    CHECK(alloc_option_set(ALLOC_OPTION_PROF, on) == 0, "setting PROF");
 }
 
 __attribute__((visibility("default")))
@@ -508,8 +531,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 check_slot(&slots[s], "check");
             break;
         case 13:
-            CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delays[s % 4]) == 0,
-                  "setting PURGE_DELAY_MS");
+            if (s & 32)
+                toggle_profiling(1024L << (s / 4 % 8));
+            else
+                CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delays[s % 4]) == 0,
+                      "setting PURGE_DELAY_MS");
             break;
         default: {
             op_malloc(s, take_size(&in));
@@ -521,6 +547,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (unsigned s = 0; s < SLOTS; s++)
         release(s, (int)(s & 1));
     CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay) == 0, "restoring PURGE_DELAY_MS");
+    if (alloc_option_get(ALLOC_OPTION_PROF) != 0)
+        toggle_profiling(prof_sample);
     check_nothing_live();
     return 0;
 }

@@ -93,6 +93,19 @@ seeds = {
         op(PURGE_DELAY, 1), op(MALLOC, 3, size(300000)), op(FREE, 3), op(COLLECT, 0),
         op(CALLOC, 3, count(3), size(100000)),
     ]),
+    # Heap profiling on at a 1 KiB mean (the slot byte's bit 5, rate
+    # 1 KiB << (slot / 4 % 8)), so that most blocks are sampled: blocks
+    # of every tier made, checked, grown, freed here and on the other
+    # thread, and freed again after profiling went off.
+    "profiled": b"".join(
+        [op(PURGE_DELAY, 32)]
+        + [op(MALLOC, k, size(s)) for k, s in enumerate((1, 40, 300, 1000, 5000, 70000))]
+        + [op(CALLOC, 6, count(10), size(100)), op(REMOTE_MALLOC, 7, size(200)),
+           op(MALLOC, 8, size(3 * MiB)), op(REALLOC, 1, size(900)), op(REALLOC, 8, size(100)),
+           op(CHECK, 0), op(CHECK, 4), op(FREE, 0), op(REMOTE_FREE, 2), op(FREE_SIZED, 3),
+           op(FREE, 7), op(PURGE_DELAY, 60)]
+        + [op(MALLOC, 10 + k, size(48)) for k in range(8)]
+        + [op(FREE, k) for k in (1, 4, 5, 6, 8)]),
     # Regressions: each was a crash or a false fault once.
     "regress-free-sized-after-shrink": b"".join([
         op(MALLOC, 0, size(250)), op(REALLOC, 0, size(200)), op(FREE_SIZED, 0)]),

@@ -282,10 +282,12 @@ static bool grow(size_t seen)
         memset(shoal_superpage_at(base), 0, sizeof(shoal_superpage_t));
     } else {
         dirty = 1;
-        bool charged = shoal_commit_charge(SHOAL_SLOT_SIZE);
+        bool charged = shoal_commit_charge_ahead(SHOAL_SLOT_SIZE);
         if (charged && n < SHOAL_MAX_SUPERPAGES)
             base = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
-        if (base == NULL && charged)
+        if (base != NULL)
+            shoal_commit_mapped();
+        else if (charged)
             shoal_commit_uncharge(SHOAL_SLOT_SIZE);
     }
     if (base == NULL) {

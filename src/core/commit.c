@@ -50,9 +50,12 @@ bool shoal_commit_charge_ahead(size_t bytes)
     return add(bytes, &now);
 }
 
-void shoal_commit_mapped(void)
+void shoal_commit_settle(size_t bytes, bool mapped)
 {
-    shoal_peak_update(&charged_peak, shoal_commit_charged());
+    if (mapped)
+        shoal_peak_update(&charged_peak, shoal_commit_charged());
+    else
+        shoal_commit_uncharge(bytes);
 }
 
 void shoal_commit_uncharge(size_t bytes)

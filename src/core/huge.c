@@ -651,10 +651,7 @@ static char *map_new(size_t size, size_t align)
     char *base = NULL;
     if (shoal_commit_charge_ahead(size)) {
         base = shoal_chunk_reserve(size, align, SHOAL_OS_CHARGED);
-        if (base != NULL)
-            shoal_commit_mapped();
-        else
-            shoal_commit_uncharge(size);
+        shoal_commit_settle(size, base != NULL);
     }
     if (base == NULL) {
         if (shoal_opt(ALLOC_OPTION_VERBOSE))
@@ -790,10 +787,7 @@ static void *grow_short(char *base, size_t got, size_t size, size_t base_align, 
     char *grown = NULL;
     if (shoal_commit_charge_ahead(size - got)) {
         grown = remap(base, got, size, base_align, NULL);
-        if (grown != NULL)
-            shoal_commit_mapped();
-        else
-            shoal_commit_uncharge(size - got);
+        shoal_commit_settle(size - got, grown != NULL);
     }
     shoal_lock(&cache_lock);
     count_live(-1, got);
@@ -1277,12 +1271,11 @@ void *shoal_huge_realloc(shoal_huge_t *h, size_t n)
         return grow_failed(h, had);
     size_t base_align = align > SHOAL_SP_SIZE ? align : SHOAL_SP_SIZE;
     char *base = remap(old_base, old, size, base_align, old_base + off);
-    if (base == NULL && size > old) {
-        shoal_commit_uncharge(size - old);
-        return grow_failed(h, had);
+    if (size > old) {
+        shoal_commit_settle(size - old, base != NULL);
+        if (base == NULL)
+            return grow_failed(h, had);
     }
-    if (size > old)
-        shoal_commit_mapped();
     if (base == NULL) {
         /* A shrink the kernel refused (the tail's unmap would split a
          * mapping past vm.max_map_count): the bytes past the new size

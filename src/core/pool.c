@@ -285,10 +285,8 @@ static bool grow(size_t seen)
         bool charged = shoal_commit_charge_ahead(SHOAL_SLOT_SIZE);
         if (charged && n < SHOAL_MAX_SUPERPAGES)
             base = shoal_chunk_reserve(SHOAL_SP_SIZE, SHOAL_SP_SIZE, SHOAL_OS_LAZY);
-        if (base != NULL)
-            shoal_commit_mapped();
-        else if (charged)
-            shoal_commit_uncharge(SHOAL_SLOT_SIZE);
+        if (charged)
+            shoal_commit_settle(SHOAL_SLOT_SIZE, base != NULL);
     }
     if (base == NULL) {
         if (shoal_opt(ALLOC_OPTION_VERBOSE))

@@ -51,8 +51,8 @@
  * block intact; contents are intact at every free (from this or another
  * thread); absurd sizes and overflowing products give NULL with ENOMEM,
  * bad alignments NULL with EINVAL; and at the end of each input the
- * statistics count no live block, and the committed peak fits the
- * address space.  Blocks carry a pattern from a per
+ * statistics count no live block, and the committed peak is below any
+ * request that can be served.  Blocks carry a pattern from a per
  * block seed: every byte of the first 8 KiB, 16 bytes of every 4 KiB page
  * after that (of every 64 KiB in blocks above 1 MiB) and the last 64
  * bytes.  A failed check prints one line and aborts, which libFuzzer
@@ -452,8 +452,8 @@ static void check_nothing_live(void)
           "every block was freed, yet the statistics count %zu small, %zu large and %zu huge "
           "live blocks", live, st.large_live, st.huge_live);
     /* A mapping the kernel refused (an absurd size) is in no peak. */
-    CHECK(st.committed_peak < (size_t)1 << 47, "committed peak %zu bytes: more than fits the "
-          "address space", st.committed_peak);
+    CHECK(st.committed_peak < ABSURD, "committed peak %zu bytes: more than any request can "
+          "be served", st.committed_peak);
 }
 
 /* Heap profiling on at a mean of `rate` bytes between samples, or off:
@@ -462,11 +462,10 @@ static void check_nothing_live(void)
  * input's start comes back when it goes off. */
 static long prof_sample;
 
-static void toggle_profiling(long rate)
+static void set_profiling(bool on, long rate)
 {
     if (prof_sample == 0)
         prof_sample = alloc_option_get(ALLOC_OPTION_PROF_SAMPLE);
-    bool on = alloc_option_get(ALLOC_OPTION_PROF) == 0;
     CHECK(alloc_option_set(ALLOC_OPTION_PROF_SAMPLE, on ? rate : prof_sample) == 0,
           "setting PROF_SAMPLE");
     CHECK(alloc_option_set(ALLOC_OPTION_PROF, on) == 0, "setting PROF");
@@ -532,7 +531,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 13:
             if (s & 32)
-                toggle_profiling(1024L << (s / 4 % 8));
+                set_profiling(alloc_option_get(ALLOC_OPTION_PROF) == 0, 1024L << (s / 4 % 8));
             else
                 CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delays[s % 4]) == 0,
                       "setting PURGE_DELAY_MS");
@@ -548,7 +547,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         release(s, (int)(s & 1));
     CHECK(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, delay) == 0, "restoring PURGE_DELAY_MS");
     if (alloc_option_get(ALLOC_OPTION_PROF) != 0)
-        toggle_profiling(prof_sample);
+        set_profiling(false, 0);
     check_nothing_live();
     return 0;
 }

@@ -3,8 +3,9 @@
  * free's fast path: one byte from the chunk map says the pointer is in a
  * pool superpage; mask to the superpage, index the slot descriptor, test
  * that the pointer starts a block of that slot's page and is not marked
- * free, and if this thread owns the page (and it is not on the full
- * list: one compare of the owner word) push onto its local list.  A
+ * free, and if this thread owns the page (and it is not full: one
+ * compare of the owner word) push onto the page's free list, where the
+ * next malloc of the class takes it (core/page.h).  A
  * block of another heap waits in this thread's outbox (no atomic
  * operation; see thread/remote.h).  Large blocks go to the heap's
  * stack of their order, huge ones to its huge slot; anything else is
@@ -47,8 +48,7 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
      * of our full pages fails the test too (page.h). */
     uintptr_t owner = shoal_page_owner(pg);
     if (shoal_likely(owner == (uintptr_t)h)) {
-        b->link = shoal_encode_key(key, pg->local_free);
-        pg->local_free = b;
+        shoal_page_push(pg, b, key);
         shoal_count(&h->stats.frees[pg->size_class], 1);
         /* An empty page at the head of its queue stays: the next malloc
          * of its class takes from it. */

@@ -4,8 +4,8 @@
  * freed mark, and heap profiling's traps (samples where drawn, a take
  * under the sample trap).  The tests play the owning heap themselves: they pop
  * blocks off `free` the way malloc does (decode the link, clear the
- * freed mark, used++) and push frees onto local_free the way free does
- * (set the mark, encode the link, used--).  Frees from other threads:
+ * freed mark, used++) and push frees the way free does (set the mark,
+ * push onto the list the page names, used--).  Frees from other threads:
  * test_remote.c. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,13 +92,12 @@ static shoal_block_t *pop(shoal_page_t *pg)
     return b;
 }
 
-static void local_free(shoal_page_t *pg, void *p)
+static void owner_free(shoal_page_t *pg, void *p)
 {
     shoal_block_t *b = p;
     assert_true(shoal_block_is_live(pg, b));
     b->freed = shoal_freed_mark(pg);
-    b->link = shoal_encode(pg, pg->local_free);
-    pg->local_free = b;
+    shoal_page_push(pg, b, pg->key);
     pg->used--;
 }
 
@@ -267,7 +266,7 @@ static void test_carve_every_class(void **state)
          * back, and the others are untouched. */
         size_t freed = 0;
         for (size_t i = 0; i < n; i += 3) {
-            local_free(pg, blocks[i]);
+            owner_free(pg, blocks[i]);
             freed++;
         }
         assert_int_equal(pg->used, n - freed);
@@ -310,7 +309,9 @@ static void test_dirty_span_not_zero(void **state)
     assert_false(t.pg->free_is_zero);
     page_close(&t);
 
-    /* And a zero span stops being zero once a freed block joins `free`. */
+    /* And a zero span's free list stays zero while it holds fresh blocks:
+     * a block freed meanwhile waits on local_free, and joins `free` when
+     * `free` runs dry, which then stops being zero. */
     page_open(&t, 5);
     shoal_page_init(t.pg, 5, 0, true);
     memset(t.start, 0, t.span_bytes);
@@ -318,14 +319,31 @@ static void test_dirty_span_not_zero(void **state)
     assert_true(t.pg->free_is_zero);
     void *b = pop(t.pg);
     memset(b, 0xaa, t.pg->block_size);
-    local_free(t.pg, b);
+    owner_free(t.pg, b);
+    assert_ptr_equal(t.pg->local_free, b);
+    shoal_page_collect(t.pg);                       /* `free` holds blocks: no change */
+    assert_ptr_equal(t.pg->local_free, b);
+    assert_true(t.pg->free_is_zero);
+    void *c;
+    while ((c = pop(t.pg)) != NULL)             /* zero past the link and the mark */
+        for (size_t k = sizeof(shoal_block_t); k < t.pg->block_size; k++)
+            assert_int_equal(((unsigned char *)c)[k], 0);
     shoal_page_collect(t.pg);
     assert_ptr_equal(t.pg->free, b);
+    assert_null(t.pg->local_free);
     assert_false(t.pg->free_is_zero);
-    /* Extending later (free list empty again) does not make it zero. */
-    while (pop(t.pg) != NULL) {}
+    /* From now on a freed block heads `free`: the next pop hands it out. */
+    assert_ptr_equal(pop(t.pg), b);
+    owner_free(t.pg, b);
+    assert_ptr_equal(t.pg->free, b);
+    assert_ptr_equal(pop(t.pg), b);
+    /* Extending later (free list empty again) makes it zero again, and a
+     * block freed then waits apart. */
+    assert_null(t.pg->free);
     shoal_page_extend(t.pg);
     assert_true(t.pg->free_is_zero);                /* only fresh blocks now */
+    owner_free(t.pg, b);
+    assert_ptr_equal(t.pg->local_free, b);
     page_close(&t);
 }
 
@@ -422,7 +440,7 @@ static void churn_sampled(size_t rate, unsigned live, unsigned steps)
             uint64_t *w = (uint64_t *)ring[s];
             for (unsigned k = 2; k < 8; k++)
                 assert_int_equal(w[k], (uintptr_t)ring[s] ^ k);
-            local_free(pg, ring[s]);
+            owner_free(pg, ring[s]);
             ring[s] = NULL;
         }
         bool was_sampled;
@@ -458,7 +476,7 @@ static void churn_sampled(size_t rate, unsigned live, unsigned steps)
                  (unsigned long long)sampled, n, mean, 6.0 * sd);
     for (unsigned s = 0; s < live; s++)
         if (ring[s] != NULL)
-            local_free(pg, ring[s]);
+            owner_free(pg, ring[s]);
     assert_true(shoal_prof_set_rate(0));
     page_close(&t);
 }
@@ -542,7 +560,7 @@ static void test_rebuild_from_marks(void **state)
     }
     for (unsigned i = 0; i < cap; i += 3) {     /* a third freed */
         live[block_index(&t, got[i])] = false;
-        local_free(pg, got[i]);
+        owner_free(pg, got[i]);
     }
     shoal_block_t *half_popped = pg->local_free;    /* still linked, mark cleared */
     half_popped->freed = 0;

@@ -1,11 +1,16 @@
 /* A heap's queue of pages (src/thread/heap.c, search_queue): when the
  * page in use runs dry, a page at least a quarter used with a freed
  * block serves before a sparse one, which serves before a page is begun,
- * and a sparse page left alone empties and goes back. */
+ * and a sparse page left alone empties and goes back.  And within a page
+ * (core/page.h, shoal_page_settle_push): the block freed last goes out
+ * first, but for a page whose free list reads as zero, which calloc
+ * hands out without a memset. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+
+#include <string.h>
 
 #include "shoal.h"
 #include "core/pool.h"
@@ -138,11 +143,63 @@ static void test_sparse_page_empties(void **state)
     free_all(b);
 }
 
+/* Two blocks live, one freed: the next malloc hands that one out again
+ * (it is in cache), not another block of the page's free list - once
+ * the page's fresh blocks are used up, which the first rounds do. */
+static void test_freed_block_goes_out_first(void **state)
+{
+    (void)state;
+    enum { S = 256, ROUNDS = 300, WARM = 100 };
+    for (int r = 0; r < ROUNDS; r++) {
+        char *x = alloc_malloc(S), *y = alloc_malloc(S);
+        assert_non_null(x);
+        assert_non_null(y);
+        pattern_fill(x, S, r);
+        pattern_fill(y, S, r + 1);
+        alloc_free(x);
+        char *z = alloc_malloc(S);
+        assert_non_null(z);
+        if (r >= WARM)
+            assert_ptr_equal(z, x);
+        assert_true(pattern_ok(y, S, r + 1));
+        alloc_free(z);
+        alloc_free(y);
+    }
+}
+
+/* A block freed into a page whose free list is fresh (it reads as zero,
+ * and calloc takes it without a memset) waits apart from that list:
+ * every calloc reads zero, while blocks of the class are freed with data
+ * in them all along. */
+static void test_calloc_after_frees_into_fresh_page(void **state)
+{
+    (void)state;
+    enum { S = 3000, ROUNDS = 200 };
+    char *keep[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        char *p = alloc_malloc(S);
+        assert_non_null(p);
+        memset(p, 0xa5, S);
+        alloc_free(p);
+        char *q = alloc_calloc(1, S);
+        assert_non_null(q);
+        for (int k = 0; k < S; k++)
+            if (q[k] != 0)
+                fail_msg("round %d: calloc'd byte %d is %#x", r, k, (unsigned char)q[k]);
+        memset(q, 0x5a, S);
+        keep[r] = q;
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        alloc_free(keep[r]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fuller_page_serves_first),
         cmocka_unit_test(test_sparse_page_empties),
+        cmocka_unit_test(test_freed_block_goes_out_first),
+        cmocka_unit_test(test_calloc_after_frees_into_fresh_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,6 +69,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->next = pg->prev = NULL;
     pg->trap_next = pg->trap_after = NULL;
     pg->armed = 0;
+    shoal_page_settle_push(pg);
     pg->gap_rest = SHOAL_GAP_UNDRAWN;
     for (unsigned i = 1; i < (1u << order); i++) {
         pg[i].kind = SHOAL_SLOT_TAIL;
@@ -96,7 +97,7 @@ static unsigned capacity_of(const shoal_page_t *pg)
  * end where they start, every carved block counts as out, so `used`
  * never reaches 0 again and the page never goes back to the pool under a
  * block that may still be live; the blocks its lists held are lost to
- * it.  Frees of its live blocks go on as before (onto local_free), and
+ * it.  Frees of its live blocks go on as before (onto its lists), and
  * they may be handed out again. */
 static void take_out_of_service(shoal_page_t *pg)
 {
@@ -169,6 +170,7 @@ void shoal_page_rebuild(shoal_page_t *pg)
     pg->free_is_zero = pg->fresh_zero = 0;
     pg->idle_sweeps = 0;
     pg->armed = 0;
+    shoal_page_settle_push(pg);
     pg->trap_rest = 0;
     pg->trap_next = pg->trap_after = NULL;
     pg->gap_rest = SHOAL_GAP_UNDRAWN;
@@ -311,6 +313,7 @@ void shoal_page_arm(shoal_page_t *pg)
     if (pg->armed)
         return;
     pg->armed = 1;              /* first: a list found broken is cut to the end trap */
+    shoal_page_settle_push(pg);
     end_in_trap(pg, &pg->free);
     end_in_trap(pg, &pg->local_free);
     shoal_page_trap_place(pg, free_count(pg), UINT64_MAX);
@@ -378,6 +381,7 @@ void shoal_page_extend(shoal_page_t *pg)
         head = b;
     }
     pg->free_is_zero = pg->fresh_zero && (shoal_list_ended(pg->free) || pg->free_is_zero);
+    shoal_page_settle_push(pg);
     pg->free = head;
     /* Relaxed: a freeing thread reads it only for blocks it was handed,
      * which were carved before they were handed out. */
@@ -395,19 +399,17 @@ void shoal_page_extend(shoal_page_t *pg)
         shoal_page_trap_place(pg, free_len + n, gap);
 }
 
-/* Put local_free in front of `free`; the end of both stays what it was
- * (NULL, or the end trap in an armed page).  local_free holds blocks,
- * `free` is not NULL. */
+/* Put local_free in front of `free` in an armed page; both end in the
+ * end trap.  local_free holds blocks. */
 void shoal_page_collect_onto(shoal_page_t *pg)
 {
-    if (pg->free == &shoal_trap_end) {  /* the same, armed */
+    if (pg->free == &shoal_trap_end) {  /* `free` ran dry */
         if (!shoal_page_take_local_untrapped(pg))
             shoal_page_take_local_trapped(pg);
         return;
     }
-    shoal_block_t *end = pg->armed ? &shoal_trap_end : NULL, *tail;
-    if (pg->armed)
-        untrap(pg);
+    shoal_block_t *tail;
+    untrap(pg);
     unsigned n_local = list_count(pg, pg->local_free, capacity_of(pg), &tail);
     if (n_local >= LIST_LONG) {
         shoal_page_broken(pg);
@@ -418,8 +420,7 @@ void shoal_page_collect_onto(shoal_page_t *pg)
     /* The gap goes on, counted from the new head. */
     uint64_t gap = gap_now(pg, free_len);
     pg->free = pg->local_free;
-    pg->local_free = end;
+    pg->local_free = &shoal_trap_end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
-    if (pg->armed)
-        shoal_page_trap_place(pg, free_len + n_local, gap);
+    shoal_page_trap_place(pg, free_len + n_local, gap);
 }

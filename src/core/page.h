@@ -104,6 +104,7 @@ typedef struct shoal_page_s {
     uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
     uint8_t armed;              /* both lists end in shoal_trap_end */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` (traps) */
+    uint8_t push_local;         /* the owner's free pushes onto local_free, not `free` */
     struct shoal_page_s *next, *prev;         /* owner's queue (none while full) */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
@@ -115,6 +116,18 @@ typedef struct shoal_page_s {
 #define SHOAL_DESC_SHIFT 7
 _Static_assert(sizeof(shoal_page_t) == 1 << SHOAL_DESC_SHIFT, "slot descriptors are 128 bytes");
 _Static_assert(offsetof(shoal_page_t, free) == 64, "what the owner writes is a line of its own");
+
+/* Which list the owner's free pushes a block onto: `free`, so that the
+ * next malloc of the class hands out the block just freed, still in
+ * cache, as a thread cache does; local_free while `free` must stay as
+ * it is: a list of blocks that read as zero (free_is_zero: calloc skips
+ * its memset), or an armed page's (heap profiling counts the blocks
+ * from the head of `free` to its sample trap, and a block pushed in
+ * front would go out uncounted).  Set after either changed. */
+static inline void shoal_page_settle_push(shoal_page_t *pg)
+{
+    pg->push_local = pg->armed || pg->free_is_zero;
+}
 
 /* The owner word: free compares it whole with the freeing thread's heap,
  * so one test says "this thread's page, and not full"; a
@@ -183,6 +196,23 @@ static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link
     (void)pg;
     return (shoal_block_t *)link;
 #endif
+}
+
+/* Push b onto the list push_local names, its link encoded with `key`
+ * (owner).  A branch, well predicted (a page changes lists rarely), and
+ * not the list's address computed from the flag: a store to an address
+ * that waits on a load holds back the loads after it, the next malloc's
+ * pop of this very block among them (a malloc and free of one 256 B
+ * block in a loop: 4.8 -> 5.2 ns). */
+static inline void shoal_page_push(shoal_page_t *pg, shoal_block_t *b, uintptr_t key)
+{
+    if (shoal_likely(!pg->push_local)) {
+        b->link = shoal_encode_key(key, pg->free);
+        pg->free = b;
+    } else {
+        b->link = shoal_encode_key(key, pg->local_free);
+        pg->local_free = b;
+    }
 }
 
 /* The freed mark, in the second word of every free block of the page
@@ -285,6 +315,7 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
     pg->free = pg->local_free;
     pg->local_free = NULL;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
+    pg->push_local = 0;         /* not armed: an armed page's `free` never ends in NULL */
     return pg->free;
 }
 
@@ -438,19 +469,24 @@ shoal_block_t *shoal_page_take_trapped(shoal_page_t *pg);
 /* The head descriptor and the memory of a span. */
 void *shoal_page_start(const shoal_page_t *pg);
 
-/* shoal_page_collect where `free` holds blocks or ends in a trap. */
+/* shoal_page_collect in an armed page. */
 void shoal_page_collect_onto(shoal_page_t *pg);
 
-/* Move local_free onto `free` (owner only).  Inline where `free` ran
- * dry (the usual case, no walk): the searches of a queue do it for
- * each page they pass. */
+/* Give malloc the blocks on local_free (owner only), where it would not
+ * find them: a page whose `free` ran dry takes them as its list (inline:
+ * the usual case, no walk), and an armed page joins its two lists (the
+ * sample trap's place counts them).  An unarmed page whose `free` holds
+ * blocks keeps local_free for when `free` runs dry, which malloc's own
+ * refill then takes with two stores, where joining the lists now would
+ * walk one of them to its end.  The searches of a queue do it for each
+ * page they pass. */
 static inline void shoal_page_collect(shoal_page_t *pg)
 {
     if (shoal_list_ended(pg->local_free))
         return;
     if (pg->free == NULL)
         shoal_page_take_local(pg);
-    else
+    else if (pg->armed)
         shoal_page_collect_onto(pg);
 }
 

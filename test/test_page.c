@@ -416,7 +416,8 @@ static shoal_block_t *prof_pop(shoal_page_t *pg, uint64_t *count, uint64_t *due,
 /* A program of `live` blocks that frees one and allocates one, `steps`
  * times, on one armed page of 64-byte blocks sampled at `rate`: each
  * sample trap comes at the very allocation drawn, none is passed by,
- * the gap goes on unchanged through list ends, carving and collects (in
+ * the gap goes on unchanged through frees (a block pushed onto `free`
+ * where the trap stands beyond it), list ends, carving and collects (in
  * prof_pop and sample_due), the lists hand out only free blocks of the
  * page (contents checked), and the number sampled is what p = 1 -
  * exp(-64 / rate) gives, within six standard deviations.  A slow path
@@ -440,8 +441,21 @@ static void churn_sampled(size_t rate, unsigned live, unsigned steps)
             uint64_t *w = (uint64_t *)ring[s];
             for (unsigned k = 2; k < 8; k++)
                 assert_int_equal(w[k], (uintptr_t)ring[s] ^ k);
-            owner_free(pg, ring[s]);
+            shoal_block_t *freed = ring[s];
+            bool beyond = !pg->free_is_zero && pg->gap_rest >= 1;
+            owner_free(pg, freed);
             ring[s] = NULL;
+            /* A free moves no sample: onto `free` where the trap stands
+             * beyond the list (one allocation more before the one due,
+             * which the gap gave up), else behind the trap. */
+            if (beyond) {
+                assert_ptr_equal(pg->free, freed);
+                assert_null(pg->trap_next);
+                if ((i & 7) == 0)
+                    assert_true(sample_due(pg, count) == due);
+            } else {
+                assert_ptr_equal(pg->local_free, freed);
+            }
         }
         bool was_sampled;
         shoal_block_t *b = prof_pop(pg, &count, &due, &was_sampled);

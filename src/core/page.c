@@ -422,5 +422,6 @@ void shoal_page_collect_onto(shoal_page_t *pg)
     pg->free = pg->local_free;
     pg->local_free = &shoal_trap_end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
+    pg->push = SHOAL_PUSH_ARMED;
     shoal_page_trap_place(pg, free_len + n_local, gap);
 }

@@ -60,12 +60,12 @@ typedef struct shoal_page_s {
     /* The first line is what a thread that frees into the page reads -
      * free's tests (start_mul, start_limit, mark), the owner word, the
      * class and block size - with the link key; the owner writes it when
-     * the page is set up, carved, or goes full or comes back (and
-     * at heap profiling's traps, while profiling is on).  What the owner
-     * writes on its every malloc and free is the second line: a thread
-     * that frees from outside keeps its copy of the first, and the
-     * owner's malloc and free do not take it back from that thread's
-     * cache each time. */
+     * the page is set up, carved, or goes full or comes back (and where
+     * heap profiling places a sample trap in a list, while profiling is
+     * on).  What the owner writes on its every malloc and free is the
+     * second line: a thread that frees from outside keeps its copy of
+     * the first, and the owner's malloc and free do not take it back
+     * from that thread's cache each time. */
     uintptr_t key;              /* encodes links (owner-only) */
     uintptr_t mark;             /* the freed mark: see shoal_freed_mark */
     uint64_t start_mul;         /* see shoal_block_is_start */
@@ -88,12 +88,9 @@ typedef struct shoal_page_s {
     uint8_t order;              /* buddy order of the span */
     _Atomic uint16_t capacity;  /* blocks carved out so far; free checks it */
     uint16_t reserved;          /* blocks that fit */
-    /* Blocks to hand out after the last one on `free` before the next
-     * sampled one (heap profiling's traps, below; owner-only): negative
-     * while the sample trap stands in `free` (gap_rest + the blocks on
-     * `free` is then the trap's place), SHOAL_GAP_UNDRAWN while none is
-     * drawn. */
-    int64_t gap_rest;
+    /* Heap profiling's sample trap (below; owner-only): the block whose
+     * link it is, or NULL. */
+    struct shoal_block_s *trap_after;
     /* The second line: the owner's, written on its every malloc and free
      * (free, local_free, used), and its slow paths' fields. */
     shoal_block_t *free __attribute__((aligned(64)));
@@ -104,11 +101,17 @@ typedef struct shoal_page_s {
     uint8_t idle_sweeps;        /* sweeps that found it empty at its queue's head */
     uint8_t armed;              /* both lists end in shoal_trap_end */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` (traps) */
-    uint8_t push_local;         /* the owner's free pushes onto local_free, not `free` */
+    uint8_t push;               /* where the owner's free pushes: enum shoal_push */
     struct shoal_page_s *next, *prev;         /* owner's queue (none while full) */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
-    struct shoal_block_s *trap_after;         /* the block whose link is the trap, or NULL */
+    /* Blocks to hand out after the last one on `free` before the next
+     * sampled one: negative while the sample trap stands in `free`
+     * (gap_rest + the blocks on `free` is then the trap's place),
+     * SHOAL_GAP_UNDRAWN while none is drawn.  Here, not in the first
+     * line: the refill of an armed list and the owner's frees into an
+     * armed page write it. */
+    int64_t gap_rest;
 } __attribute__((aligned(128))) shoal_page_t;
 
 /* A power of two, so finding a descriptor is a shift (shoal_slot_desc),
@@ -121,12 +124,15 @@ _Static_assert(offsetof(shoal_page_t, free) == 64, "what the owner writes is a l
  * next malloc of the class hands out the block just freed, still in
  * cache, as a thread cache does; local_free while `free` must stay as
  * it is: a list of blocks that read as zero (free_is_zero: calloc skips
- * its memset), or an armed page's (heap profiling counts the blocks
- * from the head of `free` to its sample trap, and a block pushed in
- * front would go out uncounted).  Set after either changed. */
+ * its memset); in an armed page, block by block (heap profiling's
+ * sample trap stands a drawn number of allocations into it:
+ * shoal_page_push_armed). */
+enum shoal_push { SHOAL_PUSH_FREE, SHOAL_PUSH_LOCAL, SHOAL_PUSH_ARMED };
+
+/* `push` as `armed` and free_is_zero say, after either changed. */
 static inline void shoal_page_settle_push(shoal_page_t *pg)
 {
-    pg->push_local = pg->armed || pg->free_is_zero;
+    pg->push = pg->free_is_zero ? SHOAL_PUSH_LOCAL : pg->armed ? SHOAL_PUSH_ARMED : SHOAL_PUSH_FREE;
 }
 
 /* The owner word: free compares it whole with the freeing thread's heap,
@@ -198,18 +204,42 @@ static inline shoal_block_t *shoal_decode(const shoal_page_t *pg, uintptr_t link
 #endif
 }
 
-/* Push b onto the list push_local names, its link encoded with `key`
+/* b onto `free` in an armed page whose `free` holds no zero blocks,
+ * where the sample trap stands beyond the list: the block's next malloc
+ * is one more allocation before the sampled one, which gap_rest (the
+ * allocations after the list's last before it) gives up for it, so the
+ * sampled allocation stays where it was drawn.  False where the trap
+ * stands in the list (gap_rest is negative then) or right after its end
+ * (0), or none is drawn (SHOAL_GAP_UNDRAWN, negative); b then goes to
+ * local_free, behind the trap. */
+static inline bool shoal_page_push_armed(shoal_page_t *pg, shoal_block_t *b, uintptr_t key)
+{
+    if (pg->gap_rest < 1)
+        return false;
+    b->link = shoal_encode_key(key, pg->free);
+    pg->free = b;
+    pg->gap_rest--;
+    return true;
+}
+
+/* Push b onto the list `push` names, its link encoded with `key`
  * (owner).  A branch, well predicted (a page changes lists rarely), and
- * not the list's address computed from the flag: a store to an address
+ * not the list's address computed from the byte: a store to an address
  * that waits on a load holds back the loads after it, the next malloc's
  * pop of this very block among them (a malloc and free of one 256 B
- * block in a loop: 4.8 -> 5.2 ns). */
+ * block in a loop: 4.8 -> 5.2 ns).  An armed page takes it onto `free`
+ * where its trap allows. */
 static inline void shoal_page_push(shoal_page_t *pg, shoal_block_t *b, uintptr_t key)
 {
-    if (shoal_likely(!pg->push_local)) {
+    if (shoal_likely(pg->push == SHOAL_PUSH_FREE)) {
         b->link = shoal_encode_key(key, pg->free);
         pg->free = b;
-    } else {
+        return;
+    }
+    /* Read again here, so that the test above stays one compare with
+     * memory, where the compiler would load the byte to keep it. */
+    __asm__("" ::: "memory");
+    if (pg->push != SHOAL_PUSH_ARMED || !shoal_page_push_armed(pg, b, key)) {
         b->link = shoal_encode_key(key, pg->local_free);
         pg->local_free = b;
     }
@@ -315,7 +345,7 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
     pg->free = pg->local_free;
     pg->local_free = NULL;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
-    pg->push_local = 0;         /* not armed: an armed page's `free` never ends in NULL */
+    pg->push = SHOAL_PUSH_FREE; /* not armed: an armed page's `free` never ends in NULL */
     return pg->free;
 }
 
@@ -432,6 +462,7 @@ static inline void shoal_page_local_to_free(shoal_page_t *pg)
     pg->free = pg->local_free;
     pg->local_free = &shoal_trap_end;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
+    pg->push = SHOAL_PUSH_ARMED;
 }
 
 /* `free` of an armed page came to the end trap, and local_free holds

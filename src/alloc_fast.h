@@ -26,8 +26,8 @@ static inline shoal_page_t *shoal_page_for(shoal_heap_t *h, size_t n)
     return h->direct[shoal_direct_med_index(n)];
 }
 
-/* A block of pg, the calling thread's (h its heap), refilled from the
- * owner's frees where `free` ran dry as malloc refills; NULL for all
+/* A block of pg, the calling thread's (h its heap), refilled from
+ * local_free where `free` ran dry as malloc refills; NULL for all
  * that a slow path sorts out - an empty page, a trap, a broken list. */
 static inline void *shoal_page_pop_or_null(shoal_heap_t *h, shoal_page_t *pg)
 {

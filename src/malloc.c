@@ -316,7 +316,7 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
     }
     if (shoal_likely(pg->free != NULL))
         return page_pop(h, pg, n);
-    if (pg->local_free != NULL) {       /* ran dry: refill from this thread's frees */
+    if (pg->local_free != NULL) {       /* ran dry: refill from local_free */
         shoal_page_take_local(pg);
         return page_pop(h, pg, n);
     }

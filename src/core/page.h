@@ -338,8 +338,8 @@ void shoal_page_fini(shoal_page_t *pg);
  * costs RSS) as it is used. */
 void shoal_page_extend(shoal_page_t *pg);
 
-/* The page ran dry (`free` is NULL) and its owner's frees become the
- * free list: the cheapest refill, done on malloc's own path. */
+/* The page ran dry (`free` is NULL) and local_free becomes the free
+ * list: the cheapest refill, done on malloc's own path. */
 static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
 {
     pg->free = pg->local_free;

@@ -496,9 +496,9 @@ static void sweep_idle(shoal_heap_t *h)
 
 shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls)
 {
-    /* The head with a block to give needs no search: the search would
-     * collect its local frees, a walk of them each time (the sampled
-     * heap's blocks come home to its local list one by one). */
+    /* The head with a block to give needs no search (the sampled
+     * heap's blocks come home to its local list one by one, and a
+     * search would walk the queue for each). */
     if (shoal_page_has_free(h->pages[cls]))
         return h->pages[cls];
     shoal_page_t *pg = search_queue(h, cls);

@@ -65,7 +65,7 @@ typedef enum alloc_option_e {
     ALLOC_OPTION_PURGE_MODE,        /* 0 MADV_DONTNEED, 1 MADV_FREE [0]     */
     ALLOC_OPTION_MAX_MEMORY,        /* committed bytes; 0 unlimited [0]     */
     ALLOC_OPTION_CACHELINE_ALIGN,   /* 1: every block 64-byte aligned [0]   */
-    ALLOC_OPTION_HUGE_PAGES,        /* 1: MADV_HUGEPAGE on superpages [0]   */
+    ALLOC_OPTION_HUGE_PAGES,        /* 1: MADV_HUGEPAGE on new memory [0]   */
     ALLOC_OPTION_STATS_SIGNAL,      /* signal that dumps statistics; 0 off  */
     ALLOC_OPTION_STATS_JSON,        /* dumps as 0 text, 1 JSON [0]          */
     ALLOC_OPTION_SHOW_STATS,        /* 1: print statistics at exit [0]      */

@@ -913,6 +913,86 @@ static int run_self(const char *mode)
     return WEXITSTATUS(status);
 }
 
+/* The same, which must succeed, or say 77: the system lacks what the
+ * mode needs, and the test is skipped. */
+static void run_self_or_skip(const char *mode)
+{
+    int status = run_self(mode);
+    if (status == 77)
+        skip();
+    assert_int_equal(status, 0);
+}
+
+/* Whether the kernel mapping that holds p was advised MADV_HUGEPAGE
+ * (its VmFlags in /proc/self/smaps say "hg"); -1 if p is in none. */
+static int advised_huge(const void *p)
+{
+    char line[1024];
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL)
+        return -1;
+    bool in = false;
+    int got = -1;
+    uintptr_t a = (uintptr_t)p;
+    while (got < 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = a >= lo && a < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0)
+            got = strstr(line, " hg") != NULL;
+    }
+    fclose(f);
+    return got;
+}
+
+/* With HUGE_PAGES a huge block's mapping is advised for transparent
+ * huge pages, as a superpage is (a superpage's pool block and a 12 MiB
+ * block here); without, neither is.  Run in a process of its own: the
+ * option is the process's.  77: the kernel has no transparent huge
+ * pages. */
+static int huge_pages_hint(void)
+{
+    if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0)
+        return 77;
+    void *off_small = alloc_malloc(256 << 10), *off_huge = alloc_malloc(12 << 20);
+    if (off_small == NULL || off_huge == NULL)
+        return 2;
+    if (advised_huge(off_small) != 0 || advised_huge(off_huge) != 0) {
+        fprintf(stderr, "advised without HUGE_PAGES: %d %d\n", advised_huge(off_small),
+                advised_huge(off_huge));
+        return 1;
+    }
+    if (alloc_option_set(ALLOC_OPTION_HUGE_PAGES, 1) != 0)
+        return 2;
+    /* Blocks that need a new superpage and a new mapping. */
+    enum { N = 80 };
+    static void *big[N];
+    for (int i = 0; i < N; i++)
+        if ((big[i] = alloc_malloc(256 << 10)) == NULL)
+            return 2;
+    void *huge = alloc_malloc(12 << 20);
+    if (huge == NULL)
+        return 2;
+    memset(huge, 7, 12 << 20);
+    int last = advised_huge(big[N - 1]), h = advised_huge(huge);
+    if (last != 1 || h != 1) {
+        fprintf(stderr, "HUGE_PAGES: a new superpage advised %d, a huge block %d\n", last, h);
+        return 1;
+    }
+    for (int i = 0; i < N; i++)
+        alloc_free(big[i]);
+    alloc_free(huge);
+    alloc_free(off_small);
+    alloc_free(off_huge);
+    return 0;
+}
+
+static void test_huge_pages_hint(void **state)
+{
+    (void)state;
+    run_self_or_skip("huge-pages-hint");
+}
+
 static void test_max_memory_huge_pages_purge(void **state)
 {
     (void)state;
@@ -1178,10 +1258,7 @@ static int calloc_locked(void)
 static void test_calloc_of_locked_memory(void **state)
 {
     (void)state;
-    int status = run_self("calloc-locked");
-    if (status == 77)
-        skip();
-    assert_int_equal(status, 0);
+    run_self_or_skip("calloc-locked");
 }
 
 /* ---- RLIMIT_AS -------------------------------------------------------- */
@@ -1273,6 +1350,8 @@ int main(int argc, char **argv)
         return pool_into_huge();
     if (argc == 2 && strcmp(argv[1], "huge-pages-refill") == 0)
         return huge_pages_refill();
+    if (argc == 2 && strcmp(argv[1], "huge-pages-hint") == 0)
+        return huge_pages_hint();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outgrown_mapping_goes_back),
         cmocka_unit_test(test_rss_returns_after_delay),
@@ -1300,6 +1379,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_memory_refused_charge_costs_others_nothing),
         cmocka_unit_test(test_max_memory_huge_pages_purge),
         cmocka_unit_test(test_max_memory_huge_pages_refill),
+        cmocka_unit_test(test_huge_pages_hint),
         cmocka_unit_test(test_max_memory_after_lazy_purge),
         cmocka_unit_test(test_rlimit_as),
         cmocka_unit_test(test_few_mappings),

@@ -645,7 +645,10 @@ void shoal_huge_mark_sampled(shoal_huge_t *h, bool sampled)
 }
 
 /* Map `size` bytes at `align` for a huge block, charged to the committed
- * account; NULL with errno ENOMEM when the account or the OS refuses. */
+ * account; NULL with errno ENOMEM when the account or the OS refuses.
+ * With HUGE_PAGES, transparent huge pages as for a superpage: the
+ * mapping keeps the hint when it grows, moves (mremap carries it) or is
+ * cut for smaller blocks, and when the pool grows into it. */
 static char *map_new(size_t size, size_t align)
 {
     char *base = NULL;
@@ -653,6 +656,8 @@ static char *map_new(size_t size, size_t align)
         base = shoal_chunk_reserve(size, align, SHOAL_OS_CHARGED);
         shoal_commit_settle(size, base != NULL);
     }
+    if (base != NULL && shoal_opt(ALLOC_OPTION_HUGE_PAGES))
+        shoal_os_huge_hint(base, size);
     if (base == NULL) {
         if (shoal_opt(ALLOC_OPTION_VERBOSE))
             shoal_warning("no memory for a huge block of %zu bytes (%zu committed, MAX_MEMORY %ld)",

@@ -340,7 +340,7 @@ static void double_free_after_write_in(bool at_head)
     if (first < 0 || first + 32 > N - 1 || page_of(b[first + 15]) != b[first] ||
         page_of(b[first + 16]) != b[first + 16] || page_of(b[N - 1]) == b[first])
         abort();                                /* 16 blocks a page, in order */
-    for (int i = first + 16; i < first + 16 + SHOAL_STASH; i++)
+    for (int i = first + 16; i < first + 16 + SHOAL_STASH_MIN; i++)
         alloc_free(b[i]);                       /* the second page's: the stash fills */
     char *p = b[first], *q = b[first + 1];
     memset(q, 'q', SIZE);

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "shoal.h"
@@ -180,6 +181,81 @@ static void test_calloc_takes_stashed_profiled(void **state)
     calloc_takes_stashed(true);
 }
 
+/* Blocks of BIG (16 a 64 KiB page), patterned, until `pages` pages are
+ * begun: b[first[k]] is the first block of the k-th page, and every page
+ * but the last is full (see make). */
+enum { BIG = 4096 };
+
+static int make_pages(char **b, int cap, int *first, int pages)
+{
+    int n = 0, k = 0;
+    while (k < pages) {
+        assert_true(n < cap);
+        b[n] = alloc_malloc(BIG);
+        assert_non_null(b[n]);
+        pattern_fill(b[n], BIG, n);
+        if (n == 0 || start_of_page(b[n]) != start_of_page(b[n - 1]))
+            first[k++] = n;
+        n++;
+    }
+    return n;
+}
+
+/* One block freed into each of `freed` full pages (pages 1..freed of
+ * those make_pages began): the stash keeps `kept` of them, and their
+ * pages stay full; the others' pages go back to the queue.  Then every
+ * freed block comes back to the mallocs that follow, and every block
+ * keeps its pattern. */
+static void stash_keeps(int pages, int freed, int kept)
+{
+    alloc_collect(false);               /* what the tests before left in the stash */
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned c = shoal_size_to_class_nz(BIG);
+    int cap = pages * 16 + 64;
+    char **b = calloc((size_t)cap, sizeof *b);
+    int *first = calloc((size_t)pages, sizeof *first);
+    assert_true(b != NULL && first != NULL);
+    int n = make_pages(b, cap, first, pages);
+    size_t full = h->full_pages;
+    assert_int_equal(h->stashed[c], 0);
+    for (int k = 1; k <= freed; k++)
+        alloc_free(b[first[k]]);
+    assert_int_equal(h->stashed[c], kept);
+    assert_int_equal(h->full_pages, full - (size_t)(freed - kept));
+    int back = 0;
+    while (back < freed) {              /* the page in use, the stash, the queue */
+        char *p = alloc_malloc(BIG);
+        assert_true(p != NULL && n < cap);
+        for (int k = 1; k <= freed; k++)
+            back += p == b[first[k]];
+        pattern_fill(p, BIG, n);
+        b[n++] = p;
+    }
+    assert_int_equal(h->stashed[c], 0);
+    for (int k = 1; k <= freed; k++)
+        b[first[k]] = NULL;             /* freed, and handed out again later in b */
+    for (int i = 0; i < n; i++) {
+        if (b[i] != NULL) {
+            assert_true(pattern_ok(b[i], BIG, i));
+            alloc_free(b[i]);
+        }
+    }
+    free(first);
+    free(b);
+}
+
+/* A heap of few full pages stashes SHOAL_STASH_MIN blocks a class; one
+ * of many (25 MiB of 4 KiB blocks, 399 full pages), SHOAL_STASH_MAX:
+ * there a free that finds its page full is the common case (a random
+ * replacement), and the stash decides how often malloc walks. */
+static void test_stash_grows_with_full_pages(void **state)
+{
+    (void)state;
+    stash_keeps(8, SHOAL_STASH_MIN + 1, SHOAL_STASH_MIN);
+    stash_keeps(400, SHOAL_STASH_MAX + 1, SHOAL_STASH_MAX);
+    stash_keeps(8, SHOAL_STASH_MIN + 1, SHOAL_STASH_MIN);    /* and shrinks again */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_collect_empties_the_stash),
         cmocka_unit_test(test_calloc_takes_stashed),
         cmocka_unit_test(test_calloc_takes_stashed_profiled),
+        cmocka_unit_test(test_stash_grows_with_full_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

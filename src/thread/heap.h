@@ -36,7 +36,12 @@ _Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in t
 #define SHOAL_LARGE_CACHE_SHARED 128    /* ... all live heaps together: 8 MiB, ... */
 #define SHOAL_LARGE_CACHE_MIN 4         /* ... but 256 KiB each at least */
 #define SHOAL_LARGE_CACHE_CLOSED (SHOAL_LARGE_CACHE_SLOTS + 1)  /* its cached slots: closed */
-#define SHOAL_STASH 4           /* blocks a class keeps in the stash (stash.h) */
+/* Blocks a class keeps in the stash (stash.h): SHOAL_STASH_MIN, and one
+ * more for each 2^SHOAL_STASH_SHIFT of the heap's full pages, up to
+ * SHOAL_STASH_MAX (from 384 full pages, 24 MiB, on). */
+#define SHOAL_STASH_MIN 4
+#define SHOAL_STASH_MAX 16
+#define SHOAL_STASH_SHIFT 5
 
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
@@ -69,9 +74,8 @@ typedef struct shoal_heap_s {
     shoal_page_t *large_held[SHOAL_LARGE_SLOTS + 1];
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
-    /* Blocks freed into full pages, for the class's next dry malloc. */
-    shoal_block_t *stash[SHOAL_CLASSES][SHOAL_STASH];
     uint8_t stashed[SHOAL_CLASSES];
+    uint8_t stash_more;                         /* slots a class beyond SHOAL_STASH_MIN (stash.h) */
     bool large_cache_used, page_cache_used, stash_used;  /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */
@@ -91,6 +95,14 @@ typedef struct shoal_heap_s {
     ck_stack_entry_t free_link;                 /* on the stack of parked or spare heaps */
     struct shoal_heap_s *next_parked;           /* a purge pass's list of them */
     shoal_inbox_t inbox;                        /* blocks other heaps sent back */
+    /* Blocks freed into full pages, for the class's next dry malloc (the
+     * owner's; a line away from the inbox's senders): by place, then
+     * class, and last, so that a heap that never stashes more than
+     * SHOAL_STASH_MIN a class touches none of the rest.  SHOAL_STASH_MAX
+     * rows in the heaps threads hold (heap.c, heap_new); none in the
+     * library's own (the empty heap, the orphanage, the sampled heap),
+     * which never stash and so stay out of every process's data. */
+    shoal_block_t *stash[][SHOAL_CLASSES] __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_heap_t;
 
 extern shoal_heap_t shoal_empty_heap;

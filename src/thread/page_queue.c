@@ -2,6 +2,7 @@
  * pages, and the direct table that leads malloc to each queue's head
  * (page_queue.h). */
 #include "page_queue.h"
+#include "stash.h"
 
 #include "../core/options.h"
 
@@ -129,12 +130,14 @@ void shoal_queue_push_back(shoal_heap_t *h, shoal_page_t *pg)
 void shoal_full_push(shoal_heap_t *h, shoal_page_t *pg)
 {
     h->full_pages++;
+    shoal_stash_fit(h);
     shoal_page_set_owner(pg, h, true);
 }
 
 void shoal_full_remove(shoal_heap_t *h, shoal_page_t *pg)
 {
     h->full_pages--;
+    shoal_stash_fit(h);
     shoal_page_set_owner(pg, h, false);
 }
 

@@ -534,7 +534,7 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
 /* What a heap struct takes in the areas they are cut from. */
 static size_t heap_struct_bytes(void)
 {
-    return shoal_align_up(sizeof(shoal_heap_t) + SHOAL_STASH_MAX * sizeof *shoal_empty_heap.stash,
+    return shoal_align_up(sizeof(shoal_heap_t) + SHOAL_CLASSES * sizeof *shoal_empty_heap.stash,
                           SHOAL_CACHE_LINE);
 }
 

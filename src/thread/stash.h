@@ -62,7 +62,7 @@ static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_bloc
     unsigned c = pg->size_class, n = h->stashed[c];
     if (n >= SHOAL_STASH_MIN + (unsigned)h->stash_more)
         return false;
-    h->stash[n][c] = b;
+    h->stash[c][n] = b;
     h->stashed[c] = (uint8_t)(n + 1);
     return true;
 }
@@ -78,7 +78,7 @@ static inline bool shoal_stash_holds(const shoal_heap_t *h, unsigned c)
 static inline shoal_block_t *shoal_stash_pop(shoal_heap_t *h, unsigned c)
 {
     h->stash_used = true;
-    return h->stash[--h->stashed[c]][c];
+    return h->stash[c][--h->stashed[c]];
 }
 
 /* Hand out b, popped from the stash of class c: as malloc's free-block

@@ -229,10 +229,10 @@ static inline __attribute__((always_inline)) void *stash_take(shoal_heap_t *h, s
                                                               shoal_page_t *pg, bool zero)
 {
     unsigned c = pg->size_class;
-    shoal_block_t *b = shoal_stash_pop(h, c);
-    if (shoal_unlikely(!shoal_stash_hand_out(h, b, c)))
-        return alloc_stash_broken(n, pg, zero, b);
-    return zero ? memset(b, 0, n) : b;
+    shoal_stashed_t s = shoal_stash_pop(h, c);
+    if (shoal_unlikely(!shoal_stash_hand_out(h, s, c)))
+        return alloc_stash_broken(n, pg, zero, s.block);
+    return zero ? memset(s.block, 0, n) : s.block;
 }
 
 /* A profiled heap's stashed block, which passes no trap, did not pass

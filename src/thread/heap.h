@@ -46,6 +46,14 @@ _Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in t
 /* Per-heap statistics; only the owning thread writes them.  Pages are
  * counted up where they are set up and down where they are released,
  * possibly in another heap, so only the sum over heaps means anything. */
+/* A stashed block, and its page's freed mark, which malloc tests the
+ * block against when it takes it back (stash.h): kept here, the page's
+ * descriptor - a random page's, out of cache - is not read for it. */
+typedef struct shoal_stashed_s {
+    shoal_block_t *block;
+    uintptr_t mark;
+} shoal_stashed_t;
+
 typedef struct shoal_heap_counters_s {
     shoal_counter_t allocs[SHOAL_CLASSES];      /* blocks handed out */
     shoal_counter_t frees[SHOAL_CLASSES];       /* blocks freed by this thread */
@@ -97,13 +105,13 @@ typedef struct shoal_heap_s {
     shoal_inbox_t inbox;                        /* blocks other heaps sent back */
     /* Blocks freed into full pages, for the class's next dry malloc (the
      * owner's; a line away from the inbox's senders), a row of
-     * SHOAL_STASH_MAX a class - two lines, of which a heap that keeps
+     * SHOAL_STASH_MAX a class - four lines, of which a heap that keeps
      * SHOAL_STASH_MIN touches the first.  (By place, then class, a
      * class's blocks lay a line apart, and kv_cache ran 3% slower.)  Rows
      * in the heaps threads hold (heap.c, heap_new); none in the library's
      * own (the empty heap, the orphanage, the sampled heap), which never
      * stash, so that every process's data does not carry them. */
-    shoal_block_t *stash[][SHOAL_STASH_MAX] __attribute__((aligned(SHOAL_CACHE_LINE)));
+    shoal_stashed_t stash[][SHOAL_STASH_MAX] __attribute__((aligned(SHOAL_CACHE_LINE)));
 } shoal_heap_t;
 
 extern shoal_heap_t shoal_empty_heap;

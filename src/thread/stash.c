@@ -13,7 +13,7 @@ void shoal_stash_drain(shoal_heap_t *h)
 {
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         while (h->stashed[c] != 0) {
-            shoal_block_t *b = h->stash[c][--h->stashed[c]];
+            shoal_block_t *b = h->stash[c][--h->stashed[c]].block;
             shoal_page_t *pg = shoal_span_of(b);
             /* The page is still h's (only h's holder gives its pages
              * away, and drains first), full or back in a queue since:

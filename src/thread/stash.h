@@ -62,7 +62,7 @@ static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_bloc
     unsigned c = pg->size_class, n = h->stashed[c];
     if (n >= SHOAL_STASH_MIN + (unsigned)h->stash_more)
         return false;
-    h->stash[c][n] = b;
+    h->stash[c][n] = (shoal_stashed_t){ b, shoal_freed_mark(pg) };
     h->stashed[c] = (uint8_t)(n + 1);
     return true;
 }
@@ -74,23 +74,25 @@ static inline bool shoal_stash_holds(const shoal_heap_t *h, unsigned c)
 }
 
 /* The block of class c stashed last, taken out of the stash, which
- * holds one. */
-static inline shoal_block_t *shoal_stash_pop(shoal_heap_t *h, unsigned c)
+ * holds one, with its page's mark. */
+static inline shoal_stashed_t shoal_stash_pop(shoal_heap_t *h, unsigned c)
 {
     h->stash_used = true;
     return h->stash[c][--h->stashed[c]];
 }
 
-/* Hand out b, popped from the stash of class c: as malloc's free-block
- * test, the mark free wrote must still be there (its clearing and the
- * count follow); false, and nothing done, if something wrote into the
- * block after its free - the caller reports it (shoal_stash_broken) and
- * leaves it out. */
-static inline bool shoal_stash_hand_out(shoal_heap_t *h, shoal_block_t *b, unsigned c)
+/* Hand out s.block, popped from the stash of class c: as malloc's
+ * free-block test, the mark free wrote must still be there (its
+ * clearing and the count follow); false, and nothing done, if something
+ * wrote into the block after its free - the caller reports it
+ * (shoal_stash_broken) and leaves it out.  The mark is the one the put
+ * read from the page, which keeps it while the block is stashed (the
+ * block counts in its `used`). */
+static inline bool shoal_stash_hand_out(shoal_heap_t *h, shoal_stashed_t s, unsigned c)
 {
-    if (shoal_unlikely(b->freed != shoal_freed_mark(shoal_span_of(b))))
+    if (shoal_unlikely(s.block->freed != s.mark))
         return false;
-    b->freed = 0;
+    s.block->freed = 0;
     shoal_count(&h->stats.allocs[c], 1);
     return true;
 }

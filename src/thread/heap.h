@@ -43,9 +43,6 @@ _Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in t
 #define SHOAL_STASH_MAX 16
 #define SHOAL_STASH_SHIFT 5
 
-/* Per-heap statistics; only the owning thread writes them.  Pages are
- * counted up where they are set up and down where they are released,
- * possibly in another heap, so only the sum over heaps means anything. */
 /* A stashed block, and its page's freed mark, which malloc tests the
  * block against when it takes it back (stash.h): kept here, the page's
  * descriptor - a random page's, out of cache - is not read for it. */
@@ -54,6 +51,9 @@ typedef struct shoal_stashed_s {
     uintptr_t mark;
 } shoal_stashed_t;
 
+/* Per-heap statistics; only the owning thread writes them.  Pages are
+ * counted up where they are set up and down where they are released,
+ * possibly in another heap, so only the sum over heaps means anything. */
 typedef struct shoal_heap_counters_s {
     shoal_counter_t allocs[SHOAL_CLASSES];      /* blocks handed out */
     shoal_counter_t frees[SHOAL_CLASSES];       /* blocks freed by this thread */

@@ -534,7 +534,8 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
 /* What a heap struct takes in the areas they are cut from. */
 static size_t heap_struct_bytes(void)
 {
-    return shoal_align_up(sizeof(shoal_heap_t) + SHOAL_CLASSES * sizeof *shoal_empty_heap.stash,
+    return shoal_align_up(sizeof(shoal_heap_t) +
+                              SHOAL_CLASSES * SHOAL_STASH_MAX * sizeof(shoal_stashed_t),
                           SHOAL_CACHE_LINE);
 }
 

@@ -348,7 +348,7 @@ static bool page_sparse(const shoal_page_t *pg)
 
 /* A walk met pg with no free block: the first such page that can be
  * carved further is kept in *carvable, one that cannot is full. */
-static void walk_dry(shoal_heap_t *h, shoal_page_t *pg, shoal_page_t **carvable)
+static inline void walk_dry(shoal_heap_t *h, shoal_page_t *pg, shoal_page_t **carvable)
 {
     if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
         *carvable = *carvable != NULL ? *carvable : pg;

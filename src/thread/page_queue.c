@@ -24,7 +24,7 @@ void shoal_queue_init(void)
 
 /* The direct entries of class c, and the fast path's other needs of a
  * head, follow pages[c]. */
-static void publish(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
+static inline void publish(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
 {
     /* The option cannot change once a page exists (EBUSY). */
     unsigned m = shoal_opt(ALLOC_OPTION_CACHELINE_ALIGN) != 0;

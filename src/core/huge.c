@@ -48,7 +48,7 @@ enum mapping_was {
 };
 
 static shoal_lock_t cache_lock = SHOAL_LOCK_INIT;
-static cached_map_t cache[HUGE_CACHE];
+static cached_map_t cache[HUGE_CACHE] SHOAL_SELDOM_BSS;   /* 5 KiB: only huge frees write it */
 static unsigned cached;
 
 /* The counters change only under cache_lock, so an update is a relaxed

@@ -279,7 +279,7 @@ typedef struct {
     uint64_t bytes, objs;
 } weight_t;
 
-static weight_t weights[64];
+static weight_t weights[64] SHOAL_SELDOM_BSS;
 
 static const weight_t *weight_of(size_t size, size_t rate)
 {

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Zeroed buffers that only a report, a dump or heap profiling writes:
- * kept together in a section of their own, apart from the variables
+/* Zeroed buffers that only a report, a dump, heap profiling or huge
+ * blocks write: kept together in a section of their own, apart from the variables
  * every process touches, so that those share as few pages as can be
  * and the buffers' pages stay untouched (and cost no memory) where
  * nobody asks for them. */

@@ -531,12 +531,15 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
 
 /* ---- heap lifetime ---------------------------------------------------- */
 
-/* What a heap struct takes in the areas they are cut from. */
+/* What a heap struct takes in the areas they are cut from: whole OS
+ * pages, so that the struct's first 6 KiB, which every heap touches,
+ * lie on two pages and not three (a thread's heap is 8 KB of RSS, not
+ * 12, where it uses a few classes). */
 static size_t heap_struct_bytes(void)
 {
     return shoal_align_up(sizeof(shoal_heap_t) +
                               SHOAL_CLASSES * SHOAL_STASH_MAX * sizeof(shoal_stashed_t),
-                          SHOAL_CACHE_LINE);
+                          SHOAL_OS_PAGE);
 }
 
 static shoal_heap_t *heap_new(void)

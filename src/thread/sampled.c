@@ -9,7 +9,7 @@
 /* Set up at the first sample (its 9 KiB are zero until then, and take
  * no memory in a process that never profiles); the profiling lock
  * guards `set_up`. */
-shoal_heap_t shoal_sampled_heap;
+shoal_heap_t shoal_sampled_heap SHOAL_SELDOM_BSS;
 static bool set_up;
 
 void *shoal_sampled_alloc(unsigned cls, bool zero, size_t rate, void *const *pcs,

@@ -559,6 +559,37 @@ static void test_remotely_emptied_pages_go_back(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
 }
 
+/* A heap keeps two of the pages it empties, for its next need; the rest
+ * go back to the pool at once, where any heap (and any large block)
+ * takes them while they are still resident, rather than wait in this
+ * heap's cache while others make new memory resident.  Six pages of
+ * 1 KiB blocks freed: the queue's head stays, two of the other five are
+ * kept, three leave. */
+static void test_emptied_pages_kept_two(void **state)
+{
+    (void)state;
+    enum { PER_PAGE = 64, PAGES = 6, N = PER_PAGE * PAGES };
+    static unsigned char *b[N];
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1), 0);
+    alloc_collect(true);
+    for (int i = 0; i < N; i++) {
+        assert_non_null(b[i] = alloc_malloc(1024));
+        memset(b[i], i & 0xff, 1024);
+    }
+    alloc_stats_t full = { .size = sizeof full }, emptied = { .size = sizeof emptied };
+    assert_int_equal(alloc_stats_get(&full), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(b[i][0], i & 0xff);
+        assert_int_equal(b[i][1023], i & 0xff);
+        alloc_free(b[i]);
+    }
+    assert_int_equal(alloc_stats_get(&emptied), 0);
+    print_message("slots claimed with %d pages full %zu, emptied %zu\n", PAGES,
+                  full.pool_slots_used, emptied.pool_slots_used);
+    assert_true(full.pool_slots_used >= emptied.pool_slots_used + PAGES - 3);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+}
+
 /* A new PURGE_DELAY_MS reaches a purger that sleeps on the old one: set
  * to an hour while 64 MiB wait to be purged, then to 100 ms, the memory
  * goes back within a few passes - the test only polls, with no allocator
@@ -1354,6 +1385,7 @@ int main(int argc, char **argv)
         return huge_pages_hint();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outgrown_mapping_goes_back),
+        cmocka_unit_test(test_emptied_pages_kept_two),
         cmocka_unit_test(test_rss_returns_after_delay),
         cmocka_unit_test(test_rss_returns_from_exited_threads),
         cmocka_unit_test(test_rss_stays_with_purge_off),

@@ -657,6 +657,42 @@ static void test_fresh_slots_purge_unfit_dirty_ones(void **state)
     pool_purge(true);
 }
 
+/* A batch of single slots (a heap's page-cache refill) takes a warm slot
+ * alone: warm slots are resident memory, which a batch would keep in one
+ * heap's cache from every other heap.  Where only cold slots are free,
+ * it takes the batch whole. */
+static void test_batch_takes_one_warm_slot(void **state)
+{
+    (void)state;
+    shoal_superpage_t *f = fill_pool();
+    for (unsigned i = 40; i < 43; i++)
+        release_held(f, i);                     /* three warm slots, nothing else free */
+    assert_int_equal(dirty_free(), 3);
+    shoal_span_t got[4];
+    uint64_t taken = 0;
+    for (unsigned k = 0; k < 3; k++) {
+        memset(got, 0xee, sizeof got);
+        unsigned n = shoal_pool_claim_slots(4, got);
+        for (unsigned j = 0; j < n; j++)
+            hold(got[j].sp, got[j].slot, 1);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(got[0].sp, f);
+        assert_true(got[0].slot >= 40 && got[0].slot < 43);
+        assert_false(got[0].zero);
+        taken |= (uint64_t)1 << got[0].slot;
+    }
+    assert_int_equal(taken, mask_of(40, 3));    /* each warm slot once */
+    /* No warm slot left: a fresh superpage's cold slots, four at once. */
+    unsigned n = shoal_pool_claim_slots(4, got);
+    for (unsigned j = 0; j < n; j++)
+        hold(got[j].sp, got[j].slot, 1);
+    assert_int_equal(n, 4);
+    for (unsigned k = 0; k < 4; k++)
+        assert_true(got[k].zero);
+    release_all_held();
+    pool_purge(true);
+}
+
 /* MADV_FREE mode: the slots go to the kernel once, are not counted as
  * waiting any more, and a claim trusts them to be zero only if they are. */
 static void test_purge_lazy_mode(void **state)
@@ -910,6 +946,7 @@ int main(void)
         cmocka_unit_test_teardown(test_child_passes_after_fork_mid_pass, release_leftovers),
         cmocka_unit_test_teardown(test_headers_at_their_colors, release_leftovers),
         cmocka_unit_test_teardown(test_fresh_slots_purge_unfit_dirty_ones, release_leftovers),
+        cmocka_unit_test_teardown(test_batch_takes_one_warm_slot, release_leftovers),
         cmocka_unit_test_teardown(test_purge_lazy_mode, release_leftovers),
         cmocka_unit_test_teardown(test_max_memory_refuses_growth, release_leftovers),
         cmocka_unit_test_teardown(test_concurrent_claim_release, release_leftovers),

@@ -267,6 +267,8 @@ static bool take_span(shoal_heap_t *h, unsigned order, shoal_span_t *s)
             h->cache[h->cached++] = got[--n];
     }
     *s = h->cache[--h->cached];
+    if (h->cached_emptied != 0)
+        h->cached_emptied--;    /* they lie on top */
     h->page_cache_used = true;
     return true;
 }
@@ -278,8 +280,10 @@ void shoal_heap_release_page(shoal_heap_t *h, shoal_page_t *pg, enum shoal_relea
     shoal_page_set_owner(pg, NULL, false);
     shoal_superpage_t *sp = shoal_superpage_of(pg);
     unsigned slot = (unsigned)(pg - sp->pages);
-    if (pg->order == 0 && to == SHOAL_TO_CACHE && !h->uncached && h->cached < SHOAL_PAGE_CACHE) {
+    if (pg->order == 0 && to == SHOAL_TO_CACHE && !h->uncached &&
+        h->cached_emptied < SHOAL_PAGE_KEEP) {
         h->cache[h->cached++] = (shoal_span_t){ sp, slot, 0, false };
+        h->cached_emptied++;
         return;
     }
     if (to == SHOAL_TO_POOL_IDLE)
@@ -294,6 +298,7 @@ static void drain_page_cache(shoal_heap_t *h)
 {
     if (h->cached == 0)
         return;
+    h->cached_emptied = 0;
     while (h->cached != 0) {
         shoal_span_t *s = &h->cache[--h->cached];
         shoal_pool_release(s->sp, s->slot, 1);

@@ -29,9 +29,12 @@
 #include "purger.h"
 #include "remote.h"
 
-#define SHOAL_PAGE_CACHE 8      /* empty 64 KiB pages a heap keeps */
 #define SHOAL_PAGE_REFILL 4     /* slots a heap claims at once */
-_Static_assert(SHOAL_PAGE_REFILL <= SHOAL_PAGE_CACHE, "a refill lands whole in the page cache");
+#define SHOAL_PAGE_KEEP 2       /* pages it emptied that a heap keeps (heap.c) */
+/* A heap's cache of claimed, unused 64 KiB slots: what its last refill
+ * left (a refill comes only when the cache is empty, and one of its
+ * slots goes at once), and on top the pages it emptied. */
+#define SHOAL_PAGE_CACHE (SHOAL_PAGE_REFILL - 1 + SHOAL_PAGE_KEEP)
 #define SHOAL_LARGE_CACHE_SLOTS 32      /* freed large blocks a heap keeps at most: 2 MiB */
 #define SHOAL_LARGE_CACHE_SHARED 128    /* ... all live heaps together: 8 MiB, ... */
 #define SHOAL_LARGE_CACHE_MIN 4         /* ... but 256 KiB each at least */
@@ -74,6 +77,7 @@ typedef struct shoal_heap_s {
     shoal_outbox_t outbox;                      /* blocks of other heaps, to send */
     shoal_span_t cache[SHOAL_PAGE_CACHE];       /* claimed, unused 64 KiB slots */
     unsigned cached;
+    unsigned cached_emptied;                    /* the top ones: pages it emptied */
     /* Freed large blocks by slots held (large_cache.h), and the same
      * while closed to the fast paths. */
     shoal_page_t *large_free[SHOAL_LARGE_SLOTS + 1];

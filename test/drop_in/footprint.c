@@ -24,7 +24,7 @@
 #define STEPS 200000
 #define MAX_SIZE 8000
 #define PAGE ((size_t)64 << 10)
-#define PAGE_CACHE 8            /* SHOAL_PAGE_CACHE in src/thread/heap.h */
+#define PAGE_CACHE 5            /* SHOAL_PAGE_CACHE in src/thread/heap.h */
 
 static size_t peak_rss(void)
 {

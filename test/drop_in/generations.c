@@ -44,7 +44,7 @@
 #define MAIN_BATCH 17
 #define PURGE_DELAY_MS 100
 /* What a live heap may hold with nothing allocated in it: the main
- * thread's page cache (8 slots of 64 KiB) and the empty pages heading
+ * thread's page cache (5 slots of 64 KiB) and the empty pages heading
  * the queues of the classes it used. */
 #define ACTIVE_SLACK ((size_t)1 << 20)
 

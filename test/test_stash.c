@@ -256,6 +256,57 @@ static void test_stash_grows_with_full_pages(void **state)
     stash_keeps(8, SHOAL_STASH_MIN + 1, SHOAL_STASH_MIN);    /* and shrinks again */
 }
 
+/* A program that frees what it held, with no malloc searching in
+ * between, gets back every page of the class but its queue's head: once
+ * SHOAL_STASH_EMPTIED pages have emptied, the stash closes and sends its
+ * blocks home, and the pages they held empty too (an idle server after
+ * freeing its data would keep them for as long as it idles).  The next
+ * malloc that searches opens it again. */
+static void test_mass_free_closes_the_stash(void **state)
+{
+    (void)state;
+    alloc_collect(false);
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned c = shoal_size_to_class_nz(BIG);
+    enum { PAGES = 40 };
+    int cap = PAGES * 16 + 64, first[PAGES];
+    char **b = calloc((size_t)cap, sizeof *b);
+    assert_non_null(b);
+    int n = make_pages(b, cap, first, PAGES);
+    for (int k = 0; k < PAGES - 1; k++) {       /* into every full page: the stash fills */
+        alloc_free(b[first[k]]);
+        b[first[k]] = NULL;
+    }
+    assert_true(h->stashed[c] >= SHOAL_STASH_MIN);
+    for (int i = 0; i < n; i++) {
+        if (b[i] != NULL) {
+            assert_true(pattern_ok(b[i], BIG, i));
+            alloc_free(b[i]);
+        }
+    }
+    assert_int_equal(h->stashed[c], 0);
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    assert_int_equal(st.classes[c].live_blocks, 0);
+    assert_true(st.classes[c].pages <= 1);
+    /* Open again: one block freed into each of five full pages, four
+     * kept. */
+    n = make_pages(b, cap, first, 8);
+    for (int k = 1; k <= SHOAL_STASH_MIN + 1; k++) {
+        alloc_free(b[first[k]]);
+        b[first[k]] = NULL;
+    }
+    assert_int_equal(h->stashed[c], SHOAL_STASH_MIN);
+    for (int i = 0; i < n; i++) {
+        if (b[i] != NULL) {
+            assert_true(pattern_ok(b[i], BIG, i));
+            alloc_free(b[i]);
+        }
+    }
+    alloc_collect(false);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_calloc_takes_stashed),
         cmocka_unit_test(test_calloc_takes_stashed_profiled),
         cmocka_unit_test(test_stash_grows_with_full_pages),
+        cmocka_unit_test(test_mass_free_closes_the_stash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

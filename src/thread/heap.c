@@ -337,8 +337,15 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg)
 {
     if (shoal_page_is_full(pg))
         shoal_queue_unfull(h, pg);
-    if (pg->used == 0)
-        retire(h, pg);
+    if (pg->used != 0)
+        return;
+    retire(h, pg);
+    /* The stash closes, emptied (stash.h); the pages its blocks come
+     * home to come back here, past the count. */
+    if (h->emptied < SHOAL_STASH_EMPTIED && ++h->emptied == SHOAL_STASH_EMPTIED) {
+        shoal_stash_fit(h);
+        shoal_stash_drain(h);
+    }
 }
 
 /* ---- finding a page --------------------------------------------------- */
@@ -526,6 +533,10 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     }
     if (!shoal_remote_inbox_empty(&h->inbox))
         shoal_heap_receive(h);
+    if (shoal_unlikely(h->emptied != 0)) {
+        h->emptied = 0;         /* a malloc searches: the stash is open */
+        shoal_stash_fit(h);
+    }
     if ((++h->slow_calls & 255) == 0)
         sweep_idle(h);
     shoal_page_t *pg = search_queue(h, cls);
@@ -576,6 +587,7 @@ static shoal_heap_t *heap_new(void)
         return NULL;
     h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
                                SHOAL_OUTBOX_SLOTS);
+    shoal_stash_fit(h);         /* the library's own heaps, which have no rows, keep 0 */
     shoal_heap_setup(h);
     return h;
 }

@@ -45,6 +45,9 @@
 #define SHOAL_STASH_MIN 4
 #define SHOAL_STASH_MAX 16
 #define SHOAL_STASH_SHIFT 5
+/* Pages emptied with no malloc searching for a block in between: a
+ * program freeing what it held, for which the stash closes (stash.h). */
+#define SHOAL_STASH_EMPTIED 16
 
 /* A stashed block, and its page's freed mark, which malloc tests the
  * block against when it takes it back (stash.h): kept here, the page's
@@ -87,7 +90,8 @@ typedef struct shoal_heap_s {
     unsigned large_held_slots;
     shoal_huge_slot_t huge_slot;                /* the last huge mapping freed (huge.h) */
     uint8_t stashed[SHOAL_CLASSES];
-    uint8_t stash_more;                         /* slots a class beyond SHOAL_STASH_MIN (stash.h) */
+    uint8_t stash_cap;                          /* blocks a class may stash now (stash.h) */
+    uint8_t emptied;                            /* pages emptied since a malloc searched */
     bool large_cache_used, page_cache_used, stash_used;  /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     uint64_t swept_ms;                          /* when it last ran */

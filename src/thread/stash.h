@@ -32,7 +32,14 @@
  * Each stashed block keeps its page from going back to the pool, so the
  * stash is emptied into the pages wherever a heap's caches are - at the
  * idle sweep if no malloc took from it since the sweep before, at
- * alloc_collect, when memory runs short, and at thread exit.  While the
+ * alloc_collect, when memory runs short, and at thread exit - and
+ * closed, emptied, when SHOAL_STASH_EMPTIED pages empty with no malloc
+ * searching for a block in between: a program that frees what it held
+ * (a server's FLUSHALL) and then idles would otherwise keep a page for
+ * each block stashed on the way, for as long as it idles, since its idle
+ * sweep runs on its own slow paths (redis after FLUSHALL: 2 MiB of
+ * 512 KiB pages of 16-18 KiB blocks with none live).  The next search
+ * opens it again (shoal_heap_find_page).  While the
  * heap is profiled, a block the stash hands out passes no page's trap:
  * the thread's count of such bytes samples it (profile.h,
  * shoal_prof_pass), as it samples large and huge blocks.  Only the
@@ -44,23 +51,25 @@
 #include "heap.h"
 
 /* The stash's size a class for h's count of full pages, which just
- * changed (page_queue.c; h's holder).  A class that holds more than a
- * smaller size allows keeps them until mallocs take them. */
+ * changed (page_queue.c), or since a malloc searched again (h's
+ * holder): none while the stash is closed.  A class that holds more
+ * than a smaller size allows keeps them until mallocs take them. */
 static inline void shoal_stash_fit(shoal_heap_t *h)
 {
     size_t more = h->full_pages >> SHOAL_STASH_SHIFT;
-    h->stash_more = (uint8_t)(more < SHOAL_STASH_MAX - SHOAL_STASH_MIN
-                                  ? more
-                                  : SHOAL_STASH_MAX - SHOAL_STASH_MIN);
+    h->stash_cap = (uint8_t)(h->emptied >= SHOAL_STASH_EMPTIED ? 0
+                             : more < SHOAL_STASH_MAX - SHOAL_STASH_MIN
+                                 ? SHOAL_STASH_MIN + more
+                                 : SHOAL_STASH_MAX);
 }
 
 /* Stash b, which the holder of h freed into pg, one of h's full pages
  * (its freed mark written, the free counted); false if the stash of its
- * class is full, and then nothing is done. */
+ * class is full (or closed), and then nothing is done. */
 static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     unsigned c = pg->size_class, n = h->stashed[c];
-    if (n >= SHOAL_STASH_MIN + (unsigned)h->stash_more)
+    if (n >= h->stash_cap)
         return false;
     h->stash[c][n] = (shoal_stashed_t){ b, shoal_freed_mark(pg) };
     h->stashed[c] = (uint8_t)(n + 1);

@@ -201,6 +201,17 @@ static int make_pages(char **b, int cap, int *first, int pages)
     return n;
 }
 
+/* Every block of b[0..n) not freed yet (NULL) checked and freed. */
+static void free_all_checked(char **b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (b[i] != NULL) {
+            assert_true(pattern_ok(b[i], BIG, i));
+            alloc_free(b[i]);
+        }
+    }
+}
+
 /* One block freed into each of `freed` full pages (pages 1..freed of
  * those make_pages began): the stash keeps `kept` of them, and their
  * pages stay full; the others' pages go back to the queue.  Then every
@@ -234,12 +245,7 @@ static void stash_keeps(int pages, int freed, int kept)
     assert_int_equal(h->stashed[c], 0);
     for (int k = 1; k <= freed; k++)
         b[first[k]] = NULL;             /* freed, and handed out again later in b */
-    for (int i = 0; i < n; i++) {
-        if (b[i] != NULL) {
-            assert_true(pattern_ok(b[i], BIG, i));
-            alloc_free(b[i]);
-        }
-    }
+    free_all_checked(b, n);
     free(first);
     free(b);
 }
@@ -278,12 +284,7 @@ static void test_mass_free_closes_the_stash(void **state)
         b[first[k]] = NULL;
     }
     assert_true(h->stashed[c] >= SHOAL_STASH_MIN);
-    for (int i = 0; i < n; i++) {
-        if (b[i] != NULL) {
-            assert_true(pattern_ok(b[i], BIG, i));
-            alloc_free(b[i]);
-        }
-    }
+    free_all_checked(b, n);
     assert_int_equal(h->stashed[c], 0);
     alloc_stats_t st = { .size = sizeof st };
     assert_int_equal(alloc_stats_get(&st), 0);
@@ -297,12 +298,7 @@ static void test_mass_free_closes_the_stash(void **state)
         b[first[k]] = NULL;
     }
     assert_int_equal(h->stashed[c], SHOAL_STASH_MIN);
-    for (int i = 0; i < n; i++) {
-        if (b[i] != NULL) {
-            assert_true(pattern_ok(b[i], BIG, i));
-            alloc_free(b[i]);
-        }
-    }
+    free_all_checked(b, n);
     alloc_collect(false);
     free(b);
 }

@@ -367,10 +367,10 @@ static enum claim_result claim_at(size_t i, unsigned shape, unsigned max_slots,
              * slots would hold resident memory in the claimer's cache
              * that another heap, claiming at the same time, would then
              * have to make resident afresh (larson, both threads on one
-             * core: peak RSS 12.9 -> 12.5 MiB, with heap.c's cap on the pages a heap
-             * keeps).  Cold slots come in a
-             * batch, which costs no memory until each is used.  Lone
-             * slots (whose buddy is taken) before halves of free pairs. */
+             * core: peak RSS 12.9 -> 12.5 MiB, with heap.c's cap on the
+             * pages a heap keeps).  Cold slots come in a batch, which
+             * costs no memory until each is used.  Lone slots (whose
+             * buddy is taken) before halves of free pairs. */
             uint64_t lone = lone_runs(cand, 0);
             const uint64_t pref[4] = { warm & lone, warm, lone, cand };
             unsigned left = warm != 0 ? 1 : max_slots;

@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 /* Zeroed buffers that only a report, a dump, heap profiling or huge
- * blocks write: kept together in a section of their own, apart from the variables
- * every process touches, so that those share as few pages as can be
- * and the buffers' pages stay untouched (and cost no memory) where
- * nobody asks for them. */
+ * blocks write: kept together in a section of their own, apart from
+ * the variables every process touches, so that those share as few
+ * pages as can be and the buffers' pages stay untouched (and cost no
+ * memory) where nobody asks for them. */
 #define SHOAL_SELDOM_BSS __attribute__((section(".bss.shoal_seldom")))
 
 /* Zeroed tables indexed by address or superpage, of which a process

@@ -587,7 +587,6 @@ static shoal_heap_t *heap_new(void)
         return NULL;
     h->outbox_slot = (uint8_t)(atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) %
                                SHOAL_OUTBOX_SLOTS);
-    shoal_stash_fit(h);         /* (the library's own heaps have no rows: no thread stashes there) */
     shoal_heap_setup(h);
     return h;
 }

@@ -52,7 +52,8 @@
 
 /* The stash's size a class for h's count of full pages, which just
  * changed (page_queue.c), or since a malloc searched again (h's
- * holder): none while the stash is closed.  A class that holds more
+ * holder): none while the stash is closed, and none before h's first
+ * full page, which needs none (only a free into a full page stashes).  A class that holds more
  * than a smaller size allows keeps them until mallocs take them. */
 static inline void shoal_stash_fit(shoal_heap_t *h)
 {

@@ -22,8 +22,8 @@ static inline void *shoal_page_take_counted(shoal_heap_t *h, shoal_page_t *pg, s
 static inline shoal_page_t *shoal_page_for(shoal_heap_t *h, size_t n)
 {
     if (shoal_likely(n <= SHOAL_DIRECT_MAX))
-        return h->direct[shoal_direct_index(n)];
-    return h->direct[shoal_direct_med_index(n)];
+        return atomic_load_explicit(&h->direct[shoal_direct_index(n)], memory_order_relaxed);
+    return atomic_load_explicit(&h->direct[shoal_direct_med_index(n)], memory_order_relaxed);
 }
 
 /* A block of pg, the calling thread's (h its heap), refilled from

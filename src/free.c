@@ -29,7 +29,7 @@ static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_pag
 }
 
 /* Free b, which passed the block-start test of its page pg. */
-static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
+static inline __attribute__((always_inline)) void page_free(shoal_page_t *pg, shoal_block_t *b)
 {
     /* Read before the stores to b, which may alias pg as far as the
      * compiler knows. */
@@ -48,7 +48,11 @@ static inline void page_free(shoal_page_t *pg, shoal_block_t *b)
      * of our full pages fails the test too (page.h). */
     uintptr_t owner = shoal_page_owner(pg);
     if (shoal_likely(owner == (uintptr_t)h)) {
-        shoal_page_push(pg, b, key);
+        if (shoal_unlikely(!shoal_page_push(pg, b, key))) {
+            shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL, false };
+            shoal_ptr_fault(b, &c, "free");     /* a trimmed block: a double free */
+            return;
+        }
         shoal_count(&h->stats.frees[pg->size_class], 1);
         /* An empty page at the head of its queue stays: the next malloc
          * of its class takes from it. */

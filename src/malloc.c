@@ -303,11 +303,11 @@ SHOAL_ALLOC_PATH void *alloc_malloc(size_t n)
      * takes one compare less than they do, for one more on each large or
      * huge request. */
     if (shoal_likely(n <= SHOAL_DIRECT_MAX)) {
-        pg = h->direct[shoal_direct_index(n)];
+        pg = atomic_load_explicit(&h->direct[shoal_direct_index(n)], memory_order_relaxed);
     } else if (shoal_likely(n <= SHOAL_DIRECT_MED_MAX)) {
-        pg = h->direct[shoal_direct_mid_index(n)];
+        pg = atomic_load_explicit(&h->direct[shoal_direct_mid_index(n)], memory_order_relaxed);
     } else if (n <= SHOAL_MEDIUM_MAX) {
-        pg = h->direct[shoal_direct_big_index(n)];
+        pg = atomic_load_explicit(&h->direct[shoal_direct_big_index(n)], memory_order_relaxed);
     } else if (n <= SHOAL_LARGE_MAX) {
         void *p = shoal_large_cache_pop(h, n);
         return p != NULL ? p : alloc_generic(n, SHOAL_ALIGN, false);

@@ -41,6 +41,7 @@
 #define SHOAL_MAX_REQUEST  ((size_t)1 << SHOAL_ADDR_BITS)
 
 #define SHOAL_ALIGN        16         /* natural alignment of every block */
+#define SHOAL_OS_PAGE_SHIFT 12
 #define SHOAL_OS_PAGE      4096       /* the smallest page the kernel maps (x86-64, most arm64) */
 #define SHOAL_CACHE_LINE   64
 

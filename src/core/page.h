@@ -102,6 +102,12 @@ typedef struct shoal_page_s {
     uint8_t armed;              /* both lists end in shoal_trap_end */
     uint16_t trap_rest;         /* blocks from trap_next to the end of `free` (traps) */
     uint8_t push;               /* where the owner's free pushes: enum shoal_push */
+    uint8_t push_dry;           /* `push` once `free` ran dry: FREE, or TRIMMED */
+    /* OS pages of the page given back by a trim (shoal_page_trim): the
+     * free blocks that start in them are on no list, and wait to be
+     * carved again (owner-only). */
+    uint16_t trimmed;
+    uint16_t trim_used;         /* `used` when a trim last looked (UINT16_MAX: never) */
     struct shoal_page_s *next, *prev;         /* owner's queue (none while full) */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
@@ -127,12 +133,26 @@ _Static_assert(offsetof(shoal_page_t, free) == 64, "what the owner writes is a l
  * its memset); in an armed page, block by block (heap profiling's
  * sample trap stands a drawn number of allocations into it:
  * shoal_page_push_armed). */
-enum shoal_push { SHOAL_PUSH_FREE, SHOAL_PUSH_LOCAL, SHOAL_PUSH_ARMED };
+enum shoal_push { SHOAL_PUSH_FREE, SHOAL_PUSH_LOCAL, SHOAL_PUSH_ARMED, SHOAL_PUSH_TRIMMED };
 
-/* `push` as `armed` and free_is_zero say, after either changed. */
+/* `push` as `armed`, `trimmed` and free_is_zero say, after one changed.
+ * A trimmed page (never armed: arming carves it whole again) pushes
+ * onto local_free after a test that the block does not start in a
+ * trimmed OS page (shoal_page_push). */
 static inline void shoal_page_settle_push(shoal_page_t *pg)
 {
-    pg->push = pg->free_is_zero ? SHOAL_PUSH_LOCAL : pg->armed ? SHOAL_PUSH_ARMED : SHOAL_PUSH_FREE;
+    pg->push_dry = pg->trimmed ? SHOAL_PUSH_TRIMMED : SHOAL_PUSH_FREE;
+    pg->push = pg->trimmed        ? SHOAL_PUSH_TRIMMED
+               : pg->free_is_zero ? SHOAL_PUSH_LOCAL
+               : pg->armed        ? SHOAL_PUSH_ARMED
+                                  : SHOAL_PUSH_FREE;
+}
+
+/* Whether b, a block of pg, starts in an OS page that a trim gave back:
+ * it is free, on no list, and a free of it is a double free. */
+static inline bool shoal_page_in_trimmed(const shoal_page_t *pg, const void *b)
+{
+    return (pg->trimmed >> (((uintptr_t)b - (uintptr_t)pg->start) >> SHOAL_OS_PAGE_SHIFT)) & 1;
 }
 
 /* The owner word: free compares it whole with the freeing thread's heap,
@@ -229,20 +249,23 @@ static inline bool shoal_page_push_armed(shoal_page_t *pg, shoal_block_t *b, uin
  * pop of this very block among them (a malloc and free of one 256 B
  * block in a loop: 4.8 -> 5.2 ns).  An armed page takes it onto `free`
  * where its trap allows. */
-static inline void shoal_page_push(shoal_page_t *pg, shoal_block_t *b, uintptr_t key)
+static inline bool shoal_page_push(shoal_page_t *pg, shoal_block_t *b, uintptr_t key)
 {
     if (shoal_likely(pg->push == SHOAL_PUSH_FREE)) {
         b->link = shoal_encode_key(key, pg->free);
         pg->free = b;
-        return;
+        return true;
     }
     /* Read again here, so that the test above stays one compare with
      * memory, where the compiler would load the byte to keep it. */
     __asm__("" ::: "memory");
+    if (pg->push == SHOAL_PUSH_TRIMMED && shoal_page_in_trimmed(pg, b))
+        return false;           /* free already, on no list: a double free */
     if (pg->push != SHOAL_PUSH_ARMED || !shoal_page_push_armed(pg, b, key)) {
         b->link = shoal_encode_key(key, pg->local_free);
         pg->local_free = b;
     }
+    return true;
 }
 
 /* The freed mark, in the second word of every free block of the page
@@ -335,7 +358,8 @@ void shoal_page_fini(shoal_page_t *pg);
 
 /* Carve more blocks from the untouched part of the page onto `free`.
  * Only those that reach one more OS page, so memory is touched (and
- * costs RSS) as it is used. */
+ * costs RSS) as it is used.  Blocks a trim took off the lists come
+ * first, those of one trimmed OS page. */
 void shoal_page_extend(shoal_page_t *pg);
 
 /* The page ran dry (`free` is NULL) and local_free becomes the free
@@ -345,7 +369,7 @@ static inline shoal_block_t *shoal_page_take_local(shoal_page_t *pg)
     pg->free = pg->local_free;
     pg->local_free = NULL;
     pg->free_is_zero = 0;       /* freed blocks hold old data */
-    pg->push = SHOAL_PUSH_FREE; /* not armed: an armed page's `free` never ends in NULL */
+    pg->push = pg->push_dry;    /* not armed: an armed page's `free` never ends in NULL */
     return pg->free;
 }
 
@@ -385,6 +409,38 @@ bool shoal_page_none_live(const shoal_page_t *pg);
  * `free` in address order; every other one is out with a user and
  * counts in `used`.  The caller is the process's only thread. */
 void shoal_page_rebuild(shoal_page_t *pg);
+
+/* Give back the OS pages of pg, an unarmed page of one slot, that hold
+ * free blocks only; the blocks that start in them leave its lists until
+ * they are carved again (page.c, "trimming").  Returns the bytes given
+ * back (owner). */
+size_t shoal_page_trim(shoal_page_t *pg);
+
+/* Whether a trim of pg, a page with blocks out, may give back two OS
+ * pages or more: of one slot, unarmed, its `used` moved since a trim
+ * last looked (one that found nothing looks again only then), and its
+ * carved OS pages not yet trimmed more than its blocks out can touch
+ * (a block of b bytes lies on at most b / 4096 + 2 of them: a page of
+ * small blocks with a few dozen out is not looked at). */
+static inline bool shoal_page_trim_worth(const shoal_page_t *pg)
+{
+    if (pg->order != 0 || pg->armed || pg->used == pg->trim_used)
+        return false;
+    size_t carved = (size_t)atomic_load_explicit(&pg->capacity, memory_order_relaxed) *
+                    pg->block_size;
+    size_t os_pages = (carved + SHOAL_OS_PAGE - 1) / SHOAL_OS_PAGE -
+                      (size_t)__builtin_popcount(pg->trimmed);
+    size_t touched = (size_t)pg->used * (pg->block_size / SHOAL_OS_PAGE + 2);
+    return touched + 2 <= os_pages;
+}
+
+/* Whether pg can make a free block without a freed one: carve one anew,
+ * or again after a trim. */
+static inline bool shoal_page_carvable(const shoal_page_t *pg)
+{
+    return atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved ||
+           pg->trimmed != 0;
+}
 
 /* ---- heap profiling's traps ---------------------------------------------
  * malloc's fast path pops without looking where a list ends, and every

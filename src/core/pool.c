@@ -182,6 +182,14 @@ static bool purge_is_lazy(void)
            shoal_opt(ALLOC_OPTION_MAX_MEMORY) == 0;
 }
 
+size_t shoal_pool_trim(void *addr, size_t size)
+{
+    if (!shoal_os_purge(addr, size, purge_is_lazy()))
+        return 0;
+    atomic_fetch_add_explicit(&n_purged_bytes, size, memory_order_relaxed);
+    return size;
+}
+
 /* `slots` slots were made resident afresh, in `except`, while free dirty
  * slots may wait elsewhere - where the sizes asked for now do not fit
  * (a burst of blocks of one size leaves holes that the next burst's

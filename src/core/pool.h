@@ -92,6 +92,12 @@ void shoal_pool_release_idle(shoal_superpage_t *sp, unsigned slot, unsigned coun
  * superpage.  One CAS. */
 bool shoal_pool_grow(shoal_superpage_t *sp, unsigned slot, unsigned count, unsigned new_count);
 
+/* Give back to the OS `size` bytes at `addr` inside an occupied slot,
+ * which its page's holder no longer needs (a trim, page.h), lazily as
+ * the purge mode says; counted with the bytes purged.  Returns them, or
+ * 0 where the kernel refused. */
+size_t shoal_pool_trim(void *addr, size_t size);
+
 /* Purge free dirty slots: with `force` all of them now, otherwise those
  * that were already free at the previous pass.  Runs only if no other
  * purge is under way.  Returns the bytes purged, and adds to *waiting the

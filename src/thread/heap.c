@@ -10,6 +10,7 @@
 #include "large_cache.h"
 #include "orphanage.h"
 #include "page_queue.h"
+#include "purger.h"
 #include "sampled.h"
 #include "stash.h"
 
@@ -358,11 +359,28 @@ static bool page_sparse(const shoal_page_t *pg)
     return pg->used * 4 < pg->reserved;
 }
 
+/* Trims (core/page.c) a sweep makes at most, the pages of the biggest
+ * blocks first (a trim walks the page's blocks, and makes a call to the
+ * kernel for each run of OS pages it gives back: about 10 ms for 1,024
+ * pages of the smallest blocks, a few for bigger ones).  Too few leave
+ * what matters waiting: redis, values of ever other sizes set and
+ * deleted, had 3,000 pages of 2-3 KiB blocks worth a trim at its last
+ * sweep, with 256 a sweep taken by smaller classes first. */
+#define TRIMS_PER_SWEEP 1024
+
+/* Whether this process gives memory back from inside pages: not where
+ * it gives back none (PURGE_DELAY_MS=-1), nor with HUGE_PAGES, where a
+ * purge inside a huge page would split it. */
+static bool trims_allowed(void)
+{
+    return shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) >= 0 && !shoal_opt(ALLOC_OPTION_HUGE_PAGES);
+}
+
 /* A walk met pg with no free block: the first such page that can be
  * carved further is kept in *carvable, one that cannot is full. */
 static inline void walk_dry(shoal_heap_t *h, shoal_page_t *pg, shoal_page_t **carvable)
 {
-    if (atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved)
+    if (shoal_page_carvable(pg))
         *carvable = *carvable != NULL ? *carvable : pg;
     else
         shoal_queue_walk_full(h, pg);
@@ -466,19 +484,21 @@ static shoal_page_t *fresh_page(shoal_heap_t *h, unsigned cls)
  * a queue whose blocks have all come back (an empty page at the head of
  * its queue, kept for the next malloc of its class, only once it was
  * empty at two sweeps in a row), and the stash, the page and large-block
- * caches when they were not taken from since the last sweep.  A sweep
- * runs at most once a delay (every 256 slow paths with a delay of 0 or
- * -1), so memory in use again soon is not given back and claimed again;
- * releasing it sooner would only move resident memory from one slot to
- * another (a slot re-made for another class keeps what the last one
- * touched). */
+ * caches when they were not taken from since the last sweep; and it
+ * trims pages with few blocks out (core/page.c).  A sweep runs on every
+ * 256th slow path, at most once a delay (or where a purge pass asks
+ * for one: ask_sweeps, below), so memory in use again soon is not given
+ * back and claimed again; releasing it sooner would only move resident
+ * memory from one slot to another (a slot re-made for another class
+ * keeps what the last one touched). */
 static void sweep_idle(shoal_heap_t *h)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     uint64_t now = shoal_os_now_ms();
-    if (delay > 0 && now - h->swept_ms < (uint64_t)delay)
+    if (delay > 0 &&
+        now - atomic_load_explicit(&h->swept_ms, memory_order_relaxed) < (uint64_t)delay)
         return;
-    h->swept_ms = now;
+    atomic_store_explicit(&h->swept_ms, now, memory_order_relaxed);
     shoal_large_cache_share(h, shoal_heaps_live());
     if (!h->stash_used)
         shoal_stash_drain(h);           /* before the page cache: it may fill it */
@@ -492,12 +512,18 @@ static void sweep_idle(shoal_heap_t *h)
      * heap no longer allocates, which other threads emptied, is seen. */
     shoal_remote_send_all(h);
     shoal_heap_receive(h);
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+    unsigned trims = trims_allowed() ? TRIMS_PER_SWEEP : 0;
+    for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             if (!shoal_page_all_home(pg)) {
                 pg->idle_sweeps = 0;
+                /* Not the head: malloc takes from it now. */
+                if (pg != head && trims != 0 && shoal_page_trim_worth(pg)) {
+                    shoal_page_trim(pg);
+                    trims--;
+                }
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
                 shoal_queue_remove(h, pg);
                 shoal_heap_release_page(h, pg, SHOAL_TO_POOL);
@@ -517,11 +543,29 @@ shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls)
     return pg != NULL ? pg : fresh_page(h, cls);
 }
 
+/* A purge pass asked for a sweep (ask_sweeps): the direct table again,
+ * and the sweep. */
+static __attribute__((noinline, cold)) void answer_sweep(shoal_heap_t *h)
+{
+    atomic_store_explicit(&h->sweep_asked, false, memory_order_relaxed);
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++)
+        shoal_queue_publish(h, c);
+    /* A pass that is overdue first, as the slow path's own would run it
+     * at its end: what waited through an idle time goes back whole
+     * (core/purge.c, catch_up), where a pass ticked by what the sweep
+     * gives back would take only what waited two passes, and put the
+     * slow path's off by a delay. */
+    shoal_purger_slow_path();
+    sweep_idle(h);
+}
+
 shoal_page_t *shoal_heap_find_page(unsigned cls)
 {
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
+    if (shoal_unlikely(atomic_load_explicit(&h->sweep_asked, memory_order_relaxed)))
+        answer_sweep(h);
     shoal_page_t *head = h->pages[cls];
     if (shoal_page_has_free(head))      /* a call no fast path took: aligned, say */
         return head;
@@ -845,6 +889,37 @@ static __thread bool tl_reclaiming __attribute__((tls_model("initial-exec")));
  * (below). */
 static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
 
+/* A live heap whose thread calls the allocator seldom, or whose mallocs
+ * find freed blocks in its pages without a search, sweeps seldom: what
+ * its caches hold and what its pages could give back (sweep_idle) waits.
+ * One that has not swept for two delays is asked to, at its next malloc
+ * of a page's block: its direct table is pointed at the empty page,
+ * where that malloc finds nothing and takes the slow path, whose
+ * shoal_heap_find_page sweeps and publishes the table again.  No cost
+ * on the fast path, and one slow path a heap in two delays.  A holder's
+ * publish at the same moment may keep an entry from the empty page (the
+ * next pass asks again), and its malloc may see the empty page before
+ * the flag (it takes the slow path without sweeping, and sees the flag
+ * at the next): relaxed, for both are hints.  A heap that makes no
+ * such malloc at all keeps what it holds (docs/design.md, Known
+ * limits). */
+static void ask_sweeps(shoal_heap_t *all)
+{
+    long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+    if (delay <= 0)
+        return;
+    uint64_t now = shoal_os_now_ms();
+    for (shoal_heap_t *h = all; h != NULL; h = h->next_all) {
+        if (!atomic_load_explicit(&h->live, memory_order_relaxed) ||
+            atomic_load_explicit(&h->sweep_asked, memory_order_relaxed) ||
+            now - atomic_load_explicit(&h->swept_ms, memory_order_relaxed) < 2 * (uint64_t)delay)
+            continue;
+        atomic_store_explicit(&h->sweep_asked, true, memory_order_relaxed);
+        for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
+            atomic_store_explicit(&h->direct[i], &shoal_empty_page, memory_order_relaxed);
+    }
+}
+
 size_t shoal_heap_reclaim(bool force)
 {
     /* Nor from inside an adoption: the thread that holds the orphanage
@@ -865,6 +940,7 @@ size_t shoal_heap_reclaim(bool force)
      * the process for the barrier, it does, waiting out the kernel's
      * grace period (milliseconds, once). */
     shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
+    ask_sweeps(all);
     bool claimed = false;
     for (h = all; h != NULL; h = h->next_all)
         claimed |= shoal_huge_slot_age(&h->huge_slot, force, &waiting);
@@ -943,6 +1019,7 @@ bool shoal_heap_collect(void)
     shoal_remote_send_all(h);
     size_t got = shoal_heap_receive(h);
     shoal_stash_drain(h);
+    bool trim = trims_allowed();
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {
@@ -951,6 +1028,8 @@ bool shoal_heap_collect(void)
             if (shoal_page_all_home(pg)) {
                 shoal_queue_remove(h, pg);
                 shoal_heap_release_page(h, pg, SHOAL_TO_POOL);
+            } else if (trim && shoal_page_trim_worth(pg)) {
+                shoal_page_trim(pg);
             }
             pg = next;
         }

@@ -73,7 +73,9 @@ typedef struct shoal_heap_counters_s {
 } shoal_heap_counters_t;
 
 typedef struct shoal_heap_s {
-    shoal_page_t *direct[SHOAL_DIRECT_ENTRIES]; /* the fast path's pages by size: size_class.h */
+    /* The fast path's pages by size (size_class.h): the holder's, but
+     * for a purge pass that asks for a sweep (heap.c, ask_sweeps). */
+    _Atomic(shoal_page_t *) direct[SHOAL_DIRECT_ENTRIES];
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path above */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
     size_t full_pages;                          /* pages with no free block: page_queue.h */
@@ -94,7 +96,7 @@ typedef struct shoal_heap_s {
     uint8_t emptied;                            /* pages emptied since a malloc searched */
     bool large_cache_used, page_cache_used, stash_used;  /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
-    uint64_t swept_ms;                          /* when it last ran */
+    _Atomic uint64_t swept_ms;                  /* when it last ran (a pass reads it) */
     uint64_t parked_ms;                         /* when its thread gave it up */
     size_t prof_rate;                           /* armed for heap profiling at this rate */
     bool uncached;                              /* pages from the pool and back (sampled.h) */
@@ -103,6 +105,7 @@ typedef struct shoal_heap_s {
      * when the heap is parked or taken: a line away from what the owner
      * writes all the time. */
     _Atomic int live __attribute__((aligned(SHOAL_CACHE_LINE)));  /* owned by a thread now */
+    _Atomic bool sweep_asked;                   /* by a purge pass (heap.c, ask_sweeps) */
     /* In a fork child: its thread did not come with the fork (set by the
      * child's fork handler, before the child has a second thread). */
     bool vanished;

@@ -89,8 +89,7 @@ unsigned shoal_orphanage_adopt(shoal_heap_t *h, unsigned cls, unsigned max)
             continue;
         }
         n++;
-        if (shoal_page_has_free(pg) ||
-            atomic_load_explicit(&pg->capacity, memory_order_relaxed) < pg->reserved) {
+        if (shoal_page_has_free(pg) || shoal_page_carvable(pg)) {
             shoal_queue_push_front(h, pg);
             break;
         }

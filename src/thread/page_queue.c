@@ -34,9 +34,9 @@ static inline void publish(shoal_heap_t *h, unsigned c, shoal_page_t *pg)
      * an entry, where gcc would vectorize it behind a set-up of 20
      * instructions. */
     unsigned lo = direct_lo[m][c], hi = direct_hi[m][c];
-    for (shoal_page_t **d = &h->direct[lo], **end = &h->direct[hi]; d <= end; d++) {
+    for (_Atomic(shoal_page_t *) *d = &h->direct[lo], *end = &h->direct[hi]; d <= end; d++) {
         __asm__("" : "+r"(d));
-        *d = pg;
+        atomic_store_explicit(d, pg, memory_order_relaxed);
     }
     /* The fast path pops only from a queue's head: arming it there arms
      * every page before malloc takes a block from it (sampled.h). */

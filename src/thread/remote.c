@@ -267,6 +267,11 @@ static __attribute__((noinline, cold)) void broken(shoal_inbox_t *in, const shoa
                            "another thread, was overwritten (a write after free)");
 }
 
+__attribute__((noinline, cold)) void shoal_remote_trimmed(const shoal_block_t *b)
+{
+    shoal_fault("free", b, "double free (the block is already free)");
+}
+
 /* The page of `next`, the block that b's link leads to, b being of pg:
  * as page_of_sent, with the common case first - the two in one slot,
  * so in one page (a batch is one freer's frees, often of one page in

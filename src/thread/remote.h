@@ -106,6 +106,11 @@ extern _Atomic uint64_t shoal_remote_orphan_atomics;
  * was full: the heap layer's turn (h's holder). */
 typedef void shoal_remote_event_fn(struct shoal_heap_s *h, shoal_page_t *pg);
 
+/* b came home, but it starts in an OS page its page's trim gave back:
+ * it was free already, freed a second time by another thread.  Said,
+ * and left off the page's lists. */
+void shoal_remote_trimmed(const shoal_block_t *b);
+
 /* b came home to pg, one of h's pages, whose owner word (read by the
  * caller, naming h) is `owner`: onto its local free list, as a free by
  * the owner would put it (h's holder only). */
@@ -113,6 +118,10 @@ static inline void shoal_remote_come_home(struct shoal_heap_s *h, shoal_page_t *
                                           shoal_block_t *b, uintptr_t owner,
                                           shoal_remote_event_fn *event)
 {
+    if (shoal_unlikely(pg->trimmed != 0) && shoal_page_in_trimmed(pg, b)) {
+        shoal_remote_trimmed(b);
+        return;
+    }
     b->link = shoal_encode(pg, pg->local_free);
     pg->local_free = b;
     if (shoal_unlikely(--pg->used == 0 || (owner & SHOAL_PAGE_FULL) != 0))

@@ -149,10 +149,13 @@ static inline void shoal_page_settle_push(shoal_page_t *pg)
 }
 
 /* Whether b, a block of pg, starts in an OS page that a trim gave back:
- * it is free, on no list, and a free of it is a double free. */
+ * it is free, on no list, and a free of it is a double free.  (Only a
+ * page of one slot is trimmed: a bigger one's offsets would shift the
+ * 16 bits too far.) */
 static inline bool shoal_page_in_trimmed(const shoal_page_t *pg, const void *b)
 {
-    return (pg->trimmed >> (((uintptr_t)b - (uintptr_t)pg->start) >> SHOAL_OS_PAGE_SHIFT)) & 1;
+    return pg->trimmed != 0 &&
+           (pg->trimmed >> (((uintptr_t)b - (uintptr_t)pg->start) >> SHOAL_OS_PAGE_SHIFT)) & 1;
 }
 
 /* The owner word: free compares it whole with the freeing thread's heap,

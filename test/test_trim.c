@@ -201,6 +201,22 @@ static void test_double_free_of_trimmed_block(void **state)
     free_kept(keep);
 }
 
+/* Keep the purge passes coming (memory freed to the pool), a delay's
+ * worth. */
+static void churn_and_wait(void)
+{
+    char *big[4];
+    for (int i = 0; i < 4; i++) {
+        big[i] = alloc_malloc(1 << 20);
+        assert_non_null(big[i]);
+        memset(big[i], i, 1 << 20);
+    }
+    for (int i = 0; i < 4; i++)
+        alloc_free(big[i]);
+    struct timespec t = { 0, 10 * 1000000L };
+    nanosleep(&t, NULL);
+}
+
 /* A thread whose mallocs find freed blocks without a search sweeps
  * seldom on its own: a purge pass asks it to, after two delays, and its
  * next malloc of a page's block sweeps - and trims every page but the
@@ -215,16 +231,7 @@ static void test_pass_asks_for_a_sweep(void **state)
     make_sparse(keep);
     bool trimmed = false;
     for (int round = 0; round < 500 && !trimmed; round++) {
-        char *big[4];
-        for (int i = 0; i < 4; i++) {
-            big[i] = alloc_malloc(1 << 20);
-            assert_non_null(big[i]);
-            memset(big[i], i, 1 << 20);
-        }
-        for (int i = 0; i < 4; i++)
-            alloc_free(big[i]);
-        struct timespec t = { 0, 10 * 1000000L };
-        nanosleep(&t, NULL);
+        churn_and_wait();
         char *p = alloc_malloc(SIZE);   /* a fast path's size: only an ask sweeps */
         assert_non_null(p);
         alloc_free(p);
@@ -239,6 +246,46 @@ static void test_pass_asks_for_a_sweep(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
 }
 
+static char *orphan_keep[PAGES];
+
+static void *make_sparse_and_exit(void *arg)
+{
+    (void)arg;
+    make_sparse(orphan_keep);
+    return NULL;
+}
+
+/* A thread leaves sparse pages and exits: a pass dismantles its parked
+ * heap, the pages go to the orphanage, and a pass trims them there. */
+static void test_orphaned_pages_trimmed(void **state)
+{
+    (void)state;
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 20), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, make_sparse_and_exit, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    bool trimmed = false;
+    for (int round = 0; round < 500 && !trimmed; round++) {
+        churn_and_wait();
+        int given_back = 0;
+        for (int k = 0; k < PAGES; k++)
+            given_back += resident_os_pages(start_of_page(orphan_keep[k])) <= 3;
+        trimmed = given_back == PAGES;
+    }
+    assert_true(trimmed);
+    for (int k = 0; k < PAGES; k++) {
+        assert_true(pattern_ok(orphan_keep[k], SIZE, k * PER_PAGE + KEEP));
+        alloc_free(orphan_keep[k]);
+    }
+    for (int round = 0; round < 500 && class_pages() != 0; round++) {
+        alloc_collect(false);
+        churn_and_wait();
+    }
+    assert_int_equal(class_pages(), 0);
+    assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, 1000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_trimmed_blocks_come_back),
         cmocka_unit_test(test_double_free_of_trimmed_block),
         cmocka_unit_test(test_pass_asks_for_a_sweep),
+        cmocka_unit_test(test_orphaned_pages_trimmed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

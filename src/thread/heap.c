@@ -359,21 +359,11 @@ static bool page_sparse(const shoal_page_t *pg)
     return pg->used * 4 < pg->reserved;
 }
 
-/* Trims (core/page.c) a sweep makes at most, the pages of the biggest
- * blocks first (a trim walks the page's blocks, and makes a call to the
- * kernel for each run of OS pages it gives back: about 10 ms for 1,024
- * pages of the smallest blocks, a few for bigger ones).  Too few leave
- * what matters waiting: redis, values of ever other sizes set and
- * deleted, had 3,000 pages of 2-3 KiB blocks worth a trim at its last
- * sweep, with 256 a sweep taken by smaller classes first. */
-#define TRIMS_PER_SWEEP 1024
-
-/* Whether this process gives memory back from inside pages: not where
- * it gives back none (PURGE_DELAY_MS=-1), nor with HUGE_PAGES, where a
- * purge inside a huge page would split it. */
-static bool trims_allowed(void)
+unsigned shoal_heap_trims_allowed(void)
 {
-    return shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) >= 0 && !shoal_opt(ALLOC_OPTION_HUGE_PAGES);
+    return shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) >= 0 && !shoal_opt(ALLOC_OPTION_HUGE_PAGES)
+               ? SHOAL_TRIMS_PER_SWEEP
+               : 0;
 }
 
 /* A walk met pg with no free block: the first such page that can be
@@ -512,7 +502,7 @@ static void sweep_idle(shoal_heap_t *h)
      * heap no longer allocates, which other threads emptied, is seen. */
     shoal_remote_send_all(h);
     shoal_heap_receive(h);
-    unsigned trims = trims_allowed() ? TRIMS_PER_SWEEP : 0;
+    unsigned trims = shoal_heap_trims_allowed();
     for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
@@ -1019,7 +1009,7 @@ bool shoal_heap_collect(void)
     shoal_remote_send_all(h);
     size_t got = shoal_heap_receive(h);
     shoal_stash_drain(h);
-    bool trim = trims_allowed();
+    bool trim = shoal_heap_trims_allowed() != 0;
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {

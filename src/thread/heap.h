@@ -174,6 +174,20 @@ void shoal_heap_release_page(shoal_heap_t *h, shoal_page_t *pg, enum shoal_relea
 /* The owner freed the last block of pg, or freed into a full page. */
 void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
 
+/* Trims (core/page.c) a sweep or a purge pass makes at most, the pages
+ * of the biggest blocks first (a trim walks the page's blocks, and makes
+ * a call to the kernel for each run of OS pages it gives back: about
+ * 10 ms for 1,024 pages of the smallest blocks, a few for bigger ones).
+ * Too few leave what matters waiting: redis, values of ever other sizes
+ * set and deleted, had 3,000 pages of 2-3 KiB blocks worth a trim at
+ * its last sweep, with 256 a sweep taken by smaller classes first. */
+#define SHOAL_TRIMS_PER_SWEEP 1024
+
+/* The trims a sweep may make: none where the process gives no memory
+ * back (PURGE_DELAY_MS=-1) or uses HUGE_PAGES (a purge inside a huge
+ * page would split it). */
+unsigned shoal_heap_trims_allowed(void);
+
 /* A thread whose heap is `me` (the empty heap if it has none) freed b
  * (its freed mark set), of page pg, whose owner word (page.h) was not
  * `me` as it is: on its way to the owner, through me's outbox, or, for

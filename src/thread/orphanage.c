@@ -107,13 +107,21 @@ size_t shoal_orphanage_reclaim(bool force)
     if (!shoal_orphanage_take(force))
         return 1;
     shoal_heap_receive(&shoal_orphans);
-    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+    /* Its pages keep the blocks their threads left live, often a few
+     * each: trimmed as a sweep trims a heap's (the pass holds them). */
+    unsigned trims = shoal_heap_trims_allowed();
+    for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *pg = shoal_orphans.pages[c], *next;
         for (; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
-            if (!shoal_page_all_home(pg))
+            if (!shoal_page_all_home(pg)) {
+                if (trims != 0 && shoal_page_trim_worth(pg)) {
+                    shoal_page_trim(pg);
+                    trims--;
+                }
                 continue;
+            }
             shoal_queue_remove(&shoal_orphans, pg);
             atomic_fetch_sub_explicit(&orphaned[c], 1, memory_order_relaxed);
             shoal_heap_release_page(&shoal_orphans, pg, SHOAL_TO_POOL_IN_PASS);

@@ -219,7 +219,8 @@ static void churn_and_wait(void)
 
 /* A thread whose mallocs find freed blocks without a search sweeps
  * seldom on its own: a purge pass asks it to, after two delays, and its
- * next malloc of a page's block sweeps - and trims every page but the
+ * next malloc of a page's block sweeps - and, at the sweep a second or
+ * more after the one that first saw them so, trims every page but the
  * heads of the queues - with no alloc_collect.  Polled against a generous deadline; large blocks
  * freed to the pool meanwhile keep the passes coming. */
 static void test_pass_asks_for_a_sweep(void **state)
@@ -230,7 +231,7 @@ static void test_pass_asks_for_a_sweep(void **state)
     assert_int_equal(alloc_option_set(ALLOC_OPTION_PURGE_THREAD, 1), 0);
     make_sparse(keep);
     bool trimmed = false;
-    for (int round = 0; round < 500 && !trimmed; round++) {
+    for (int round = 0; round < 1000 && !trimmed; round++) {
         churn_and_wait();
         char *p = alloc_malloc(SIZE);   /* a fast path's size: only an ask sweeps */
         assert_non_null(p);
@@ -266,7 +267,7 @@ static void test_orphaned_pages_trimmed(void **state)
     assert_int_equal(pthread_create(&t, NULL, make_sparse_and_exit, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     bool trimmed = false;
-    for (int round = 0; round < 500 && !trimmed; round++) {
+    for (int round = 0; round < 1000 && !trimmed; round++) {
         churn_and_wait();
         int given_back = 0;
         for (int k = 0; k < PAGES; k++)

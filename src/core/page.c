@@ -70,7 +70,7 @@ void shoal_page_init(shoal_page_t *pg, unsigned cls, unsigned order, bool zero)
     pg->trap_next = pg->trap_after = NULL;
     pg->armed = 0;
     pg->trimmed = 0;
-    pg->trim_used = UINT16_MAX;
+    pg->trim_used = 0;          /* a trim's first look only records */
     shoal_page_settle_push(pg);
     pg->gap_rest = SHOAL_GAP_UNDRAWN;
     for (unsigned i = 1; i < (1u << order); i++) {
@@ -402,7 +402,7 @@ static bool all_listed(const uint64_t *listed, size_t a, size_t end)
 
 size_t shoal_page_trim(shoal_page_t *pg)
 {
-    pg->trim_used = (uint16_t)pg->used;
+    pg->trim_used = (uint16_t)(pg->used | SHOAL_TRIM_DONE);
     if (pg->armed || pg->order != 0)
         return 0;
     uint64_t listed[MAX_BLOCKS / 64] = { 0 };

@@ -107,7 +107,7 @@ typedef struct shoal_page_s {
      * free blocks that start in them are on no list, and wait to be
      * carved again (owner-only). */
     uint16_t trimmed;
-    uint16_t trim_used;         /* `used` when a trim last looked (UINT16_MAX: never) */
+    uint16_t trim_used;         /* `used` at a trim's last look, | SHOAL_TRIM_DONE once trimmed */
     struct shoal_page_s *next, *prev;         /* owner's queue (none while full) */
     /* Heap profiling's traps (below; owner-only). */
     struct shoal_block_s *trap_next;          /* the block the sample trap stands before */
@@ -420,14 +420,16 @@ void shoal_page_rebuild(shoal_page_t *pg);
 size_t shoal_page_trim(shoal_page_t *pg);
 
 /* Whether a trim of pg, a page with blocks out, may give back two OS
- * pages or more: of one slot, unarmed, its `used` moved since a trim
- * last looked (one that found nothing looks again only then), and its
- * carved OS pages not yet trimmed more than its blocks out can touch
- * (a block of b bytes lies on at most b / 4096 + 2 of them: a page of
- * small blocks with a few dozen out is not looked at). */
+ * pages or more: of one slot, unarmed, not trimmed since its `used`
+ * last changed (a trim that found nothing looks again only then), and
+ * its carved OS pages not yet trimmed more than its blocks out can
+ * touch (a block of b bytes lies on at most b / 4096 + 2 of them: a
+ * page of small blocks with a few dozen out is not looked at). */
+#define SHOAL_TRIM_DONE 0x8000u   /* above any `used` */
+
 static inline bool shoal_page_trim_worth(const shoal_page_t *pg)
 {
-    if (pg->order != 0 || pg->armed || pg->used == pg->trim_used)
+    if (pg->order != 0 || pg->armed || pg->trim_used == (pg->used | SHOAL_TRIM_DONE))
         return false;
     size_t carved = (size_t)atomic_load_explicit(&pg->capacity, memory_order_relaxed) *
                     pg->block_size;
@@ -435,6 +437,18 @@ static inline bool shoal_page_trim_worth(const shoal_page_t *pg)
                       (size_t)__builtin_popcount(pg->trimmed);
     size_t touched = (size_t)pg->used * (pg->block_size / SHOAL_OS_PAGE + 2);
     return touched + 2 <= os_pages;
+}
+
+/* For a sweep, of a page worth a trim: whether its `used` has not
+ * grown since the look before - no block of it went out, or no more
+ * than came back: a page that malloc takes blocks from again would
+ * only fault back what a trim gave.  Records what it sees. */
+static inline bool shoal_page_trim_due(shoal_page_t *pg)
+{
+    if (pg->used <= (pg->trim_used & ~SHOAL_TRIM_DONE))
+        return true;
+    pg->trim_used = (uint16_t)pg->used;
+    return false;
 }
 
 /* Whether pg can make a free block without a freed one: carve one anew,

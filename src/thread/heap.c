@@ -359,11 +359,20 @@ static bool page_sparse(const shoal_page_t *pg)
     return pg->used * 4 < pg->reserved;
 }
 
-unsigned shoal_heap_trims_allowed(void)
+/* Whether the process gives memory back from inside pages (below). */
+static bool trims_on(void)
 {
-    return shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) >= 0 && !shoal_opt(ALLOC_OPTION_HUGE_PAGES)
-               ? SHOAL_TRIMS_PER_SWEEP
-               : 0;
+    return shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) >= 0 && !shoal_opt(ALLOC_OPTION_HUGE_PAGES);
+}
+
+unsigned shoal_heap_trims_allowed(uint64_t now, uint64_t *last_ms)
+{
+    long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
+    uint64_t every = delay > SHOAL_TRIM_EVERY_MS ? (uint64_t)delay : SHOAL_TRIM_EVERY_MS;
+    if (!trims_on() || now - *last_ms < every)
+        return 0;
+    *last_ms = now;
+    return SHOAL_TRIMS_PER_SWEEP;
 }
 
 /* A walk met pg with no free block: the first such page that can be
@@ -502,7 +511,7 @@ static void sweep_idle(shoal_heap_t *h)
      * heap no longer allocates, which other threads emptied, is seen. */
     shoal_remote_send_all(h);
     shoal_heap_receive(h);
-    unsigned trims = shoal_heap_trims_allowed();
+    unsigned trims = shoal_heap_trims_allowed(now, &h->trimmed_ms);
     for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *head = h->pages[c], *next;
         for (shoal_page_t *pg = head; pg != &shoal_empty_page; pg = next) {
@@ -510,7 +519,8 @@ static void sweep_idle(shoal_heap_t *h)
             if (!shoal_page_all_home(pg)) {
                 pg->idle_sweeps = 0;
                 /* Not the head: malloc takes from it now. */
-                if (pg != head && trims != 0 && shoal_page_trim_worth(pg)) {
+                if (pg != head && trims != 0 && shoal_page_trim_worth(pg) &&
+                    shoal_page_trim_due(pg)) {
                     shoal_page_trim(pg);
                     trims--;
                 }
@@ -1009,7 +1019,7 @@ bool shoal_heap_collect(void)
     shoal_remote_send_all(h);
     size_t got = shoal_heap_receive(h);
     shoal_stash_drain(h);
-    bool trim = shoal_heap_trims_allowed() != 0;
+    bool trim = trims_on();
     for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
         shoal_page_t *pg = h->pages[c];
         while (pg != &shoal_empty_page) {

@@ -4,6 +4,7 @@
 #include "page_queue.h"
 
 #include "../core/sync.h"
+#include "../os/os.h"
 
 /* The orphanage holds the pages of dismantled heaps that still have live
  * blocks, one queue per size class (a heap adopts only pages of a class
@@ -109,14 +110,15 @@ size_t shoal_orphanage_reclaim(bool force)
     shoal_heap_receive(&shoal_orphans);
     /* Its pages keep the blocks their threads left live, often a few
      * each: trimmed as a sweep trims a heap's (the pass holds them). */
-    unsigned trims = shoal_heap_trims_allowed();
+    static uint64_t trimmed_ms;         /* the orphanage's holder's */
+    unsigned trims = shoal_heap_trims_allowed(shoal_os_now_ms(), &trimmed_ms);
     for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *pg = shoal_orphans.pages[c], *next;
         for (; pg != &shoal_empty_page; pg = next) {
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
             if (!shoal_page_all_home(pg)) {
-                if (trims != 0 && shoal_page_trim_worth(pg)) {
+                if (trims != 0 && shoal_page_trim_worth(pg) && shoal_page_trim_due(pg)) {
                     shoal_page_trim(pg);
                     trims--;
                 }

@@ -564,7 +564,7 @@ shoal_page_t *shoal_heap_find_page(unsigned cls)
     shoal_heap_t *h = shoal_tl_heap;
     if (h == &shoal_empty_heap && (h = heap_acquire()) == NULL)
         return NULL;
-    if (shoal_unlikely(atomic_load_explicit(&h->sweep_asked, memory_order_relaxed)))
+    if (shoal_unlikely(atomic_load_explicit(&h->sweep_asked, memory_order_acquire)))
         answer_sweep(h);
     shoal_page_t *head = h->pages[cls];
     if (shoal_page_has_free(head))      /* a call no fast path took: aligned, say */
@@ -896,13 +896,15 @@ static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
  * of a page's block: its direct table is pointed at the empty page,
  * where that malloc finds nothing and takes the slow path, whose
  * shoal_heap_find_page sweeps and publishes the table again.  No cost
- * on the fast path, and one slow path a heap in two delays.  A holder's
- * publish at the same moment may keep an entry from the empty page (the
- * next pass asks again), and its malloc may see the empty page before
- * the flag (it takes the slow path without sweeping, and sees the flag
- * at the next): relaxed, for both are hints.  A heap that makes no
- * such malloc at all keeps what it holds (docs/design.md, Known
- * limits). */
+ * on the fast path, and one slow path a heap in two delays.  The flag
+ * goes up after the entries, with a release that the holder's load of
+ * it acquires: its publish then comes after every store of the pass,
+ * and none is left at the empty page.  A holder's publish before the
+ * flag may keep an entry from the empty page (the next pass asks
+ * again), and its malloc may see the empty page before the flag (it
+ * takes the slow path without sweeping, and sees the flag at the
+ * next).  A heap that makes no such malloc at all keeps what it holds
+ * (docs/design.md, Known limits). */
 static void ask_sweeps(shoal_heap_t *all)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
@@ -914,9 +916,12 @@ static void ask_sweeps(shoal_heap_t *all)
             atomic_load_explicit(&h->sweep_asked, memory_order_relaxed) ||
             now - atomic_load_explicit(&h->swept_ms, memory_order_relaxed) < 2 * (uint64_t)delay)
             continue;
-        atomic_store_explicit(&h->sweep_asked, true, memory_order_relaxed);
         for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
             atomic_store_explicit(&h->direct[i], &shoal_empty_page, memory_order_relaxed);
+        /* Release, after the entries: a holder that sees the flag (its
+         * acquire) publishes after them, so no entry stays at the empty
+         * page once it has answered. */
+        atomic_store_explicit(&h->sweep_asked, true, memory_order_release);
     }
 }
 

@@ -238,7 +238,11 @@ static void test_shares(void **state)
     dump("shares_after", &p);
     assert_int_equal(p.site_live[0], 0);        /* every sample of a was freed */
     assert_true(p.site_total[0] > 0);           /* and stays in the cumulative figures */
-    near(share(&p, 1, 3), 0.75, 0.08, "site_b's share after a's frees");
+    /* About 320 samples: over 40 runs (one loaded machine) the share
+     * came out 0.747 on average, 0.021 apart, the lowest 0.685; one CI
+     * run saw 0.670.  The band is 0.10: a bias of that size is still
+     * caught, a run of bad luck less often taken for one. */
+    near(share(&p, 1, 3), 0.75, 0.10, "site_b's share after a's frees");
     check_and_free(&b);
     check_and_free(&c);
     dump("shares_none", &p);

@@ -351,23 +351,32 @@ static unsigned starting_in(const shoal_page_t *pg, unsigned k, unsigned *first)
     return end > a ? (unsigned)(end - a) : 0;
 }
 
+/* The n blocks from `start` on, linked back to front in front of
+ * `head`, so that they go out in address order, each with the freed
+ * mark (a free of one is a double free): the new head.  A carve's, and
+ * a carve of trimmed blocks'. */
+static inline shoal_block_t *link_carved(const shoal_page_t *pg, char *start, unsigned n,
+                                         shoal_block_t *head)
+{
+    uintptr_t mark = shoal_freed_mark(pg);
+    for (unsigned i = n; i-- > 0;) {
+        shoal_block_t *b = (shoal_block_t *)(start + (size_t)i * pg->block_size);
+        b->link = shoal_encode(pg, head);
+        b->freed = mark;
+        head = b;
+    }
+    return head;
+}
+
 /* The blocks of trimmed OS pages go back on `free`, those of the lowest
  * such page that has any; false if none was left (owner). */
 static bool carve_trimmed(shoal_page_t *pg)
 {
-    uintptr_t mark = shoal_freed_mark(pg);
     while (pg->trimmed != 0) {
         unsigned k = (unsigned)__builtin_ctz(pg->trimmed), first;
         pg->trimmed &= (uint16_t)(pg->trimmed - 1);
         unsigned n = starting_in(pg, k, &first);
-        shoal_block_t *head = pg->free;
-        for (unsigned i = first + n; i-- > first;) {
-            shoal_block_t *b = (shoal_block_t *)(pg->start + (size_t)i * pg->block_size);
-            b->link = shoal_encode(pg, head);
-            b->freed = mark;
-            head = b;
-        }
-        pg->free = head;
+        pg->free = link_carved(pg, pg->start + (size_t)first * pg->block_size, n, pg->free);
         pg->free_is_zero = 0;   /* a lazy purge may have left old data */
         shoal_page_settle_push(pg);
         if (n != 0)
@@ -521,14 +530,7 @@ void shoal_page_extend(shoal_page_t *pg)
         free_len = shoal_page_has_free(pg) ? free_count(pg) : 0;   /* mostly it ran out */
         gap = gap_now(pg, free_len);
     }
-    shoal_block_t *head = pg->free;
-    /* Link back to front so blocks are handed out in address order. */
-    for (unsigned i = n; i-- > 0;) {
-        shoal_block_t *b = (shoal_block_t *)(start + (size_t)i * pg->block_size);
-        b->link = shoal_encode(pg, head);
-        b->freed = shoal_freed_mark(pg);    /* free: a free of it is a double free */
-        head = b;
-    }
+    shoal_block_t *head = link_carved(pg, start, n, pg->free);
     pg->free_is_zero = pg->fresh_zero && (shoal_list_ended(pg->free) || pg->free_is_zero);
     shoal_page_settle_push(pg);
     pg->free = head;

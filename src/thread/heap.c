@@ -375,6 +375,14 @@ unsigned shoal_heap_trims_allowed(uint64_t now, uint64_t *last_ms)
     return SHOAL_TRIMS_PER_SWEEP;
 }
 
+void shoal_heap_trim_if_due(shoal_page_t *pg, unsigned *trims)
+{
+    if (*trims != 0 && shoal_page_trim_worth(pg) && shoal_page_trim_due(pg)) {
+        shoal_page_trim(pg);
+        --*trims;
+    }
+}
+
 /* A walk met pg with no free block: the first such page that can be
  * carved further is kept in *carvable, one that cannot is full. */
 static inline void walk_dry(shoal_heap_t *h, shoal_page_t *pg, shoal_page_t **carvable)
@@ -518,12 +526,8 @@ static void sweep_idle(shoal_heap_t *h)
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             if (!shoal_page_all_home(pg)) {
                 pg->idle_sweeps = 0;
-                /* Not the head: malloc takes from it now. */
-                if (pg != head && trims != 0 && shoal_page_trim_worth(pg) &&
-                    shoal_page_trim_due(pg)) {
-                    shoal_page_trim(pg);
-                    trims--;
-                }
+                if (pg != head)         /* the head: malloc takes from it now */
+                    shoal_heap_trim_if_due(pg, &trims);
             } else if (pg != head || ++pg->idle_sweeps >= 2) {
                 shoal_queue_remove(h, pg);
                 shoal_heap_release_page(h, pg, SHOAL_TO_POOL);

@@ -198,6 +198,11 @@ void shoal_heap_page_freed(shoal_heap_t *h, shoal_page_t *pg);
  * would split it), or too soon after the last look. */
 unsigned shoal_heap_trims_allowed(uint64_t now, uint64_t *last_ms);
 
+/* A look for a sweep or a pass at pg, a page with blocks out: trimmed
+ * where it is worth it and due (core/page.h), while *trims, the look's
+ * allowance, lasts (the page's holder). */
+void shoal_heap_trim_if_due(shoal_page_t *pg, unsigned *trims);
+
 /* A thread whose heap is `me` (the empty heap if it has none) freed b
  * (its freed mark set), of page pg, whose owner word (page.h) was not
  * `me` as it is: on its way to the owner, through me's outbox, or, for

@@ -118,10 +118,7 @@ size_t shoal_orphanage_reclaim(bool force)
             next = pg->next != NULL ? pg->next : &shoal_empty_page;
             shoal_page_collect(pg);
             if (!shoal_page_all_home(pg)) {
-                if (trims != 0 && shoal_page_trim_worth(pg) && shoal_page_trim_due(pg)) {
-                    shoal_page_trim(pg);
-                    trims--;
-                }
+                shoal_heap_trim_if_due(pg, &trims);
                 continue;
             }
             shoal_queue_remove(&shoal_orphans, pg);

@@ -118,7 +118,7 @@ static inline void shoal_remote_come_home(struct shoal_heap_s *h, shoal_page_t *
                                           shoal_block_t *b, uintptr_t owner,
                                           shoal_remote_event_fn *event)
 {
-    if (shoal_unlikely(pg->trimmed != 0) && shoal_page_in_trimmed(pg, b)) {
+    if (shoal_unlikely(shoal_page_in_trimmed(pg, b))) {
         shoal_remote_trimmed(b);
         return;
     }

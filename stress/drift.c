@@ -42,9 +42,7 @@ static void *worker(void *arg)
         unsigned char *p = alloc_malloc(n);
         stress_check(p != NULL, "malloc(%zu) returned NULL", n);
         check_new_block(p, n, 0, "drift");
-        stress_entry_t e = { p, n, block_key(p, n, opt.seed) };
-        sparse_fill(p, n, e.key);
-        stress_drop(stress_swap(table, (unsigned)rng_below(&g, SLOTS), e), "drift");
+        stress_hand_on(table, (unsigned)rng_below(&g, SLOTS), p, n, opt.seed, "drift");
         if (i % 1024 == 1023)
             alloc_collect(false);
     }

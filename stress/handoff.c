@@ -55,9 +55,7 @@ static void *worker(void *arg)
             verify_zero(p + n - (n < 64 * KiB ? n : 4 * KiB), n < 64 * KiB ? n : 4 * KiB,
                         "handoff");
         }
-        stress_entry_t e = { p, n, block_key(p, n, opt.seed) };
-        sparse_fill(p, n, e.key);
-        stress_drop(stress_swap(table, (unsigned)rng_below(&g, SLOTS), e), "handoff");
+        stress_hand_on(table, (unsigned)rng_below(&g, SLOTS), p, n, opt.seed, "handoff");
         if (id == 0 && i % 256 == 255) {
             pthread_t t;
             stress_thread_start(&t, first_call_free, (void *)(uintptr_t)rng_below(&g, SLOTS));

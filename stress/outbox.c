@@ -41,9 +41,7 @@ static void *worker(void *arg)
         unsigned char *p = alloc_malloc(n);
         stress_check(p != NULL, "malloc(%zu) returned NULL", n);
         check_new_block(p, n, 0, "outbox");
-        stress_entry_t e = { p, n, block_key(p, n, opt.seed) };
-        sparse_fill(p, n, e.key);
-        stress_drop(stress_swap(table, (unsigned)rng_below(&g, SLOTS), e), "outbox");
+        stress_hand_on(table, (unsigned)rng_below(&g, SLOTS), p, n, opt.seed, "outbox");
         if (--burst == 0) {
             struct timespec pause = { 0, (long)rng_range(&g, 100, 3000) * 1000 };
             nanosleep(&pause, NULL);

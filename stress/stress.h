@@ -472,6 +472,16 @@ static inline void stress_drop(stress_entry_t e, const char *where)
     alloc_free(e.p);
 }
 
+/* p, a new block of n bytes, filled (its key from seed) and put in
+ * slot; the block that was there checked and freed. */
+static inline void stress_hand_on(stress_entry_t *slots, unsigned slot, unsigned char *p,
+                                  size_t n, uint64_t seed, const char *where)
+{
+    stress_entry_t e = { p, n, block_key(p, n, seed) };
+    sparse_fill(p, n, e.key);
+    stress_drop(stress_swap(slots, slot, e), where);
+}
+
 /* Free, checked, what the table still holds (at the end). */
 static inline void stress_table_drain(stress_entry_t *slots, unsigned n, const char *where)
 {

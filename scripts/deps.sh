@@ -17,6 +17,7 @@ tests=(clang libclang-rt-14-dev                      # TSan, ASan, UBSan, libFuz
        git sqlite3                                   # real programs under shoal
        google-perftools graphviz                     # google-pprof reads heap profiles
        time valgrind                                 # measurement
+       gdb                                           # backtraces of a hung fork child
        man-db)                                       # the manual pages (install test)
 case "${1:-all}" in
   all) packages=("${build[@]}" "${bench[@]}" "${tests[@]}") ;;

@@ -22,8 +22,8 @@
  *   - calls alloc_collect(true), and exits 0.
  *
  * A child that finds a damaged block exits 2; one that hangs (a lock held
- * by another thread at the moment of the fork) is killed after
- * CHILD_TIMEOUT_S and reported.  In `thread` mode every other child
+ * by another thread at the moment of the fork) is reported with its
+ * threads' backtraces and killed after CHILD_TIMEOUT_S.  In `thread` mode every other child
  * leaves through pthread_exit, so the thread-exit path (abandoning the
  * heap) also runs in a forked child, and the process must then end as
  * its last thread exits (not under TSan, see child_run).
@@ -35,6 +35,7 @@
 #include <stdatomic.h>
 #include <sys/wait.h>
 #include "drop_in.h"
+#include "hung_child.h"
 
 #ifdef DROP_IN_TSAN
 #define FORKS 12                /* a fork costs TSan a lot more */
@@ -146,6 +147,7 @@ static void *child_thread(void *arg)
  * fork (NULL entries skipped). */
 static void child_run(void **mine, void **other, unsigned iter, bool leave_by_pthread_exit)
 {
+    hung_child_allow_trace();
 #ifdef DROP_IN_NO_CHILD_THREADS
     /* No thread in the child (see drop_in.h); shoal's background purger
      * would be one. */
@@ -216,9 +218,17 @@ static void free_blocks(void **b, const char *who)
 }
 
 /* Waits for the child, for at most CHILD_TIMEOUT_S: a child that is still
- * there then is killed with SIGKILL (the one signal nothing can block or
- * leave pending) and reported. */
-static void wait_child(pid_t pid, unsigned iter)
+ * there then is reported (hung_child.h) and killed with SIGKILL (the one
+ * signal nothing can block or leave pending).  False if it hung inside a
+ * sanitizer's runtime, where the fork is tried again (at most
+ * SANITIZER_HANGS times a run): those runtimes' own locks are not
+ * fork-safe, and the test is about shoal's. */
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+#define SANITIZER_HANGS 3
+static unsigned sanitizer_hangs;
+#endif
+
+static bool wait_child(pid_t pid, unsigned iter)
 {
     int st = 0;
     pid_t r = 0;
@@ -227,11 +237,19 @@ static void wait_child(pid_t pid, unsigned iter)
         if (r < 0 && errno == EINTR)
             r = 0;
         if (r == 0 && waited_ms >= CHILD_TIMEOUT_S * 1000L) {
+            bool in_sanitizer = hung_child_report(pid);
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+            if (in_sanitizer && ++sanitizer_hangs <= SANITIZER_HANGS) {
+                fprintf(stderr, "fork %u: the child hung in the sanitizer's runtime, not in "
+                        "shoal (above): forking again\n", iter);
+                return false;
+            }
+#endif
             die("fork %u: the child did not finish in %d s (killed): it hung, on a lock "
-                "held across fork or a thread that keeps the process alive",
-                iter, CHILD_TIMEOUT_S);
+                "held across fork or a thread that keeps the process alive%s",
+                iter, CHILD_TIMEOUT_S, in_sanitizer ? " (in the sanitizer's runtime)" : "");
         }
         if (r == 0)
             usleep(2000);
@@ -243,6 +261,7 @@ static void wait_child(pid_t pid, unsigned iter)
             strsignal(WTERMSIG(st)));
     if (WEXITSTATUS(st) != 0)
         die("fork %u: child exited with %d", iter, WEXITSTATUS(st));
+    return true;
 }
 
 typedef struct forker_arg_s {
@@ -252,15 +271,18 @@ typedef struct forker_arg_s {
 
 static void fork_once(unsigned iter, void **other, bool from_thread)
 {
-    void *mine[OWN_BLOCKS];
-    make_blocks(mine, iter * 31u + (from_thread ? 7 : 0));
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork: %s", strerror(errno));
-    if (pid == 0)
-        child_run(mine, other, iter, from_thread && (iter & 1));
-    free_blocks(mine, "forking thread (parent)");
-    wait_child(pid, iter);
+    bool done;
+    do {
+        void *mine[OWN_BLOCKS];
+        make_blocks(mine, iter * 31u + (from_thread ? 7 : 0));
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork: %s", strerror(errno));
+        if (pid == 0)
+            child_run(mine, other, iter, from_thread && (iter & 1));
+        free_blocks(mine, "forking thread (parent)");
+        done = wait_child(pid, iter);
+    } while (!done);
 }
 
 static void *forker(void *arg)

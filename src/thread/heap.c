@@ -547,11 +547,13 @@ shoal_page_t *shoal_heap_page_for(shoal_heap_t *h, unsigned cls)
     return pg != NULL ? pg : fresh_page(h, cls);
 }
 
-/* A purge pass asked for a sweep (ask_sweeps): the direct table again,
- * and the sweep. */
+/* A sweep was asked for (ask_sweep, below): the direct table again, and
+ * the sweep. */
 static __attribute__((noinline, cold)) void answer_sweep(shoal_heap_t *h)
 {
-    atomic_store_explicit(&h->sweep_asked, false, memory_order_relaxed);
+    /* An exchange, acquire: it synchronizes with every asker whose flag
+     * came before it, so the publish below comes after their entries. */
+    atomic_exchange_explicit(&h->sweep_asked, false, memory_order_acquire);
     for (unsigned c = 0; c < SHOAL_CLASSES; c++)
         shoal_queue_publish(h, c);
     /* A pass that is overdue first, as the slow path's own would run it
@@ -895,38 +897,51 @@ static __thread bool tl_recovering __attribute__((tls_model("initial-exec")));
 
 /* A live heap whose thread calls the allocator seldom, or whose mallocs
  * find freed blocks in its pages without a search, sweeps seldom: what
- * its caches hold and what its pages could give back (sweep_idle) waits.
- * One that has not swept for two delays is asked to, at its next malloc
- * of a page's block: its direct table is pointed at the empty page,
- * where that malloc finds nothing and takes the slow path, whose
+ * its caches hold, what its pages could give back (sweep_idle) and what
+ * other threads freed into its pages, waiting in its inbox, wait with
+ * it.  One that has not swept for two delays is asked to, at its next
+ * malloc of a page's block: its direct table is pointed at the empty
+ * page, where that malloc finds nothing and takes the slow path, whose
  * shoal_heap_find_page sweeps and publishes the table again.  No cost
- * on the fast path, and one slow path a heap in two delays.  The flag
- * goes up after the entries, with a release that the holder's load of
- * it acquires: its publish then comes after every store of the pass,
- * and none is left at the empty page.  A holder's publish before the
- * flag may keep an entry from the empty page (the next pass asks
+ * on the fast path, and one slow path a heap in two delays.  Two
+ * threads ask: a purge pass, and the purger thread each time it wakes
+ * (at least once a second: shoal_heap_scan_idle, below), which a full
+ * outbox sent starts where none runs (remote.c) - where another
+ * thread frees what a thread allocated from its fast paths alone, the
+ * blocks in its inbox and the pages they empty would otherwise wait for
+ * ever, for no pass runs while nothing waits for one.
+ *
+ * The flag goes up after the entries, with a release; the holder takes
+ * it down with an exchange that acquires.  Each asker's entries then
+ * come before the holder's publish: the exchange reads the last flag
+ * store before it, so it synchronizes with every asker whose store
+ * came before the exchange, and an asker whose store comes after
+ * leaves the flag up for the next answer.  A holder's publish before
+ * the flag may keep an entry from the empty page (the next ask comes
  * again), and its malloc may see the empty page before the flag (it
  * takes the slow path without sweeping, and sees the flag at the
  * next).  A heap that makes no such malloc at all keeps what it holds
  * (docs/design.md, Known limits). */
+static void ask_sweep(shoal_heap_t *h, uint64_t now, long delay)
+{
+    if (!atomic_load_explicit(&h->live, memory_order_relaxed) ||
+        atomic_load_explicit(&h->sweep_asked, memory_order_relaxed) ||
+        now - atomic_load_explicit(&h->swept_ms, memory_order_relaxed) < 2 * (uint64_t)delay)
+        return;
+    for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
+        atomic_store_explicit(&h->direct[i], &shoal_empty_page, memory_order_relaxed);
+    /* Release, after the entries: pairs with answer_sweep's exchange. */
+    atomic_store_explicit(&h->sweep_asked, true, memory_order_release);
+}
+
 static void ask_sweeps(shoal_heap_t *all)
 {
     long delay = shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS);
     if (delay <= 0)
         return;
     uint64_t now = shoal_os_now_ms();
-    for (shoal_heap_t *h = all; h != NULL; h = h->next_all) {
-        if (!atomic_load_explicit(&h->live, memory_order_relaxed) ||
-            atomic_load_explicit(&h->sweep_asked, memory_order_relaxed) ||
-            now - atomic_load_explicit(&h->swept_ms, memory_order_relaxed) < 2 * (uint64_t)delay)
-            continue;
-        for (size_t i = 0; i < SHOAL_DIRECT_ENTRIES; i++)
-            atomic_store_explicit(&h->direct[i], &shoal_empty_page, memory_order_relaxed);
-        /* Release, after the entries: a holder that sees the flag (its
-         * acquire) publishes after them, so no entry stays at the empty
-         * page once it has answered. */
-        atomic_store_explicit(&h->sweep_asked, true, memory_order_release);
-    }
+    for (shoal_heap_t *h = all; h != NULL; h = h->next_all)
+        ask_sweep(h, now, delay);
 }
 
 size_t shoal_heap_reclaim(bool force)
@@ -986,12 +1001,15 @@ bool shoal_heap_outboxes_hold(void)
     return false;
 }
 
-void shoal_heap_send_idle_outboxes(void)
+void shoal_heap_scan_idle(void)
 {
+    shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
+    ask_sweeps(all);
+    if (!shoal_remote_stealer_runs())
+        return;
     shoal_lock(&scan_lock);
     uint32_t scan = shoal_remote_scan_begin();
     bool claimed = false;
-    shoal_heap_t *all = atomic_load_explicit(&all_heaps, memory_order_acquire), *h;
     for (h = all; h != NULL; h = h->next_all)
         claimed |= shoal_remote_claim_idle(h, scan);
     shoal_remote_scan_end(scan);

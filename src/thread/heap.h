@@ -74,7 +74,7 @@ typedef struct shoal_heap_counters_s {
 
 typedef struct shoal_heap_s {
     /* The fast path's pages by size (size_class.h): the holder's, but
-     * for a purge pass that asks for a sweep (heap.c, ask_sweeps). */
+     * for a thread that asks for a sweep (heap.c, ask_sweep). */
     _Atomic(shoal_page_t *) direct[SHOAL_DIRECT_ENTRIES];
     shoal_page_t *pages[SHOAL_CLASSES];         /* queue heads: the fast path above */
     shoal_page_t *last[SHOAL_CLASSES];          /* queue tails */
@@ -106,7 +106,7 @@ typedef struct shoal_heap_s {
      * when the heap is parked or taken: a line away from what the owner
      * writes all the time. */
     _Atomic int live __attribute__((aligned(SHOAL_CACHE_LINE)));  /* owned by a thread now */
-    _Atomic bool sweep_asked;                   /* by a purge pass (heap.c, ask_sweeps) */
+    _Atomic bool sweep_asked;                   /* by a pass or a sender (heap.c, ask_sweep) */
     /* In a fork child: its thread did not come with the fork (set by the
      * child's fork handler, before the child has a second thread). */
     bool vanished;
@@ -259,9 +259,11 @@ void shoal_heap_fork_child(bool locked);
  * parked heaps a later pass must come back for. */
 size_t shoal_heap_reclaim(bool force);
 
-/* The purger, each time it wakes: send what the outboxes of idle
- * threads have held since its scan before (remote.c, "Idle outboxes"). */
-void shoal_heap_send_idle_outboxes(void);
+/* The purger, each time it wakes: ask the live heaps that have not
+ * swept for two purge delays to sweep (heap.c, ask_sweep); and where
+ * the stealer runs, send what the outboxes of idle threads have held
+ * since its scan before (remote.c, "Idle outboxes"). */
+void shoal_heap_scan_idle(void);
 
 /* Whether any heap's outbox holds blocks (a hint, relaxed). */
 bool shoal_heap_outboxes_hold(void);

@@ -192,8 +192,7 @@ static void *purger_main(void *arg)
                 return NULL;
             continue;
         }
-        if (shoal_remote_stealer_runs())
-            shoal_heap_send_idle_outboxes();
+        shoal_heap_scan_idle();
         if (idle) {
             /* Returns at once if work arrived since we read seq, and after
              * a second anyway, to see whether the program is still there:
@@ -259,7 +258,9 @@ static bool wanted(void)
     return shoal_os_threads() >= 2;
 }
 
-void shoal_purger_start(void)
+/* Start the purger where it is wanted, not running, and memory waits
+ * for it (`inbox`: or blocks wait in a live heap's inbox). */
+static void start(bool inbox)
 {
     int none = PURGER_NONE;
     /* Seq cst: leave_idle's argument. */
@@ -274,7 +275,8 @@ void shoal_purger_start(void)
         }
         tl_single_skip = 0;
     }
-    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !shoal_purge_pending() || !wanted() ||
+    if (shoal_opt(ALLOC_OPTION_PURGE_DELAY_MS) <= 0 || !(inbox || shoal_purge_pending()) ||
+        !wanted() ||
         /* Acquire: pairs with a leaving purger's release (above). */
         !atomic_compare_exchange_strong_explicit(&state, &none, PURGER_RUNNING,
                                                  memory_order_acquire, memory_order_relaxed))
@@ -296,6 +298,16 @@ void shoal_purger_start(void)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
+}
+
+void shoal_purger_start(void)
+{
+    start(false);
+}
+
+void shoal_purger_start_for_inbox(void)
+{
+    start(true);
 }
 
 void shoal_purger_slow_path(void)

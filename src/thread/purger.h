@@ -14,6 +14,12 @@ void shoal_purger_init(void);
  * a load or two when it runs. */
 void shoal_purger_start(void);
 
+/* The same where a full outbox was sent (remote.c, at the end of a
+ * free): nothing may wait for a pass, but an owner that takes no slow
+ * path takes the blocks only when the purger asks it to (heap.c,
+ * shoal_heap_scan_idle). */
+void shoal_purger_start_for_inbox(void);
+
 /* The end of a slow path: where no purger thread runs (a single-threaded
  * program, PURGE_THREAD=never, a purger that could not start), the purge
  * passes are run here, one a delay; then the purger may start. */

@@ -17,6 +17,7 @@
 #include "../core/purge.h"
 #include "../core/sync.h"
 #include "heap.h"
+#include "purger.h"
 
 void shoal_inbox_init(shoal_inbox_t *in)
 {
@@ -209,11 +210,17 @@ static __attribute__((noinline)) void start_batch(shoal_heap_t *me, shoal_outbox
     shoal_holder_leave(&out->turn);
 }
 
-/* The outbox is full: everything goes, and the holder's turn ends. */
+/* The outbox is full: everything goes, and the holder's turn ends.  A
+ * live owner takes its inbox on its slow paths, and one that takes none
+ * for long when the purger asks it to (heap.c, ask_sweep): the purger
+ * starts here where none runs - at the end of a free, where no lock is
+ * held and no heap is half edited, as the start's pthread_create may
+ * allocate. */
 static __attribute__((noinline)) void send_full(shoal_heap_t *me)
 {
     send_held(me, &me->outbox);
     shoal_holder_leave(&me->outbox.turn);
+    shoal_purger_start_for_inbox();
 }
 
 void shoal_remote_hold(shoal_heap_t *me, shoal_heap_t *dest, shoal_block_t *b, size_t size)

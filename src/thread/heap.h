@@ -106,7 +106,7 @@ typedef struct shoal_heap_s {
      * when the heap is parked or taken: a line away from what the owner
      * writes all the time. */
     _Atomic int live __attribute__((aligned(SHOAL_CACHE_LINE)));  /* owned by a thread now */
-    _Atomic bool sweep_asked;                   /* by a pass or a sender (heap.c, ask_sweep) */
+    _Atomic bool sweep_asked;                   /* by a pass or the purger (heap.c, ask_sweep) */
     /* In a fork child: its thread did not come with the fork (set by the
      * child's fork handler, before the child has a second thread). */
     bool vanished;

@@ -259,7 +259,7 @@ static bool wanted(void)
 }
 
 /* Start the purger where it is wanted, not running, and memory waits
- * for it (`inbox`: or blocks wait in a live heap's inbox). */
+ * for it (`inbox`: or a full outbox was just sent to owners' inboxes). */
 static void start(bool inbox)
 {
     int none = PURGER_NONE;

@@ -217,12 +217,10 @@ static void free_blocks(void **b, const char *who)
             check_free(b[i], who);
 }
 
-/* Waits for the child, for at most CHILD_TIMEOUT_S: a child that is still
- * there then is reported (hung_child.h) and killed with SIGKILL (the one
- * signal nothing can block or leave pending).  False if it hung inside a
- * sanitizer's runtime, where the fork is tried again (at most
- * SANITIZER_HANGS times a run): those runtimes' own locks are not
- * fork-safe, and the test is about shoal's. */
+/* Waits for the child, for at most CHILD_TIMEOUT_S (hung_child.h).
+ * False if it hung inside a sanitizer's runtime, where the fork is
+ * tried again (at most SANITIZER_HANGS times a run): those runtimes'
+ * own locks are not fork-safe, and the test is about shoal's. */
 #if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
 #define SANITIZER_HANGS 3
 static unsigned sanitizer_hangs;
@@ -231,31 +229,21 @@ static unsigned sanitizer_hangs;
 static bool wait_child(pid_t pid, unsigned iter)
 {
     int st = 0;
-    pid_t r = 0;
-    for (long waited_ms = 0; r == 0; waited_ms += 2) {
-        r = waitpid(pid, &st, WNOHANG);
-        if (r < 0 && errno == EINTR)
-            r = 0;
-        if (r == 0 && waited_ms >= CHILD_TIMEOUT_S * 1000L) {
-            bool in_sanitizer = hung_child_report(pid);
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-            if (in_sanitizer && ++sanitizer_hangs <= SANITIZER_HANGS) {
-                fprintf(stderr, "fork %u: the child hung in the sanitizer's runtime, not in "
-                        "shoal (above): forking again\n", iter);
-                return false;
-            }
-#endif
-            die("fork %u: the child did not finish in %d s (killed): it hung, on a lock "
-                "held across fork or a thread that keeps the process alive%s",
-                iter, CHILD_TIMEOUT_S, in_sanitizer ? " (in the sanitizer's runtime)" : "");
-        }
-        if (r == 0)
-            usleep(2000);
-    }
-    if (r != pid)
+    enum hung_child_end end = hung_child_wait(pid, CHILD_TIMEOUT_S, &st);
+    if (end == HUNG_CHILD_LOST)
         die("waitpid: %s", strerror(errno));
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+    if (end == HUNG_CHILD_HUNG_IN_SANITIZER && ++sanitizer_hangs <= SANITIZER_HANGS) {
+        fprintf(stderr, "fork %u: the child hung in the sanitizer's runtime, not in "
+                "shoal (above): forking again\n", iter);
+        return false;
+    }
+#endif
+    if (end != HUNG_CHILD_EXITED)
+        die("fork %u: the child did not finish in %d s (killed): it hung, on a lock "
+            "held across fork or a thread that keeps the process alive%s",
+            iter, CHILD_TIMEOUT_S,
+            end == HUNG_CHILD_HUNG_IN_SANITIZER ? " (in the sanitizer's runtime)" : "");
     if (WIFSIGNALED(st))
         die("fork %u: child killed by signal %d (%s)", iter, WTERMSIG(st),
             strsignal(WTERMSIG(st)));

@@ -44,6 +44,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include "drop_in.h"
+#include "hung_child.h"
 
 #define WORKERS 2
 #ifdef DROP_IN_TSAN
@@ -77,12 +78,18 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* How child pid ended. */
+/* How child pid ended; one that has not in CHILD_TIMEOUT_S is reported
+ * with where it waits, and killed (hung_child.h). */
+#define CHILD_TIMEOUT_S 60
 static int child_status(pid_t pid)
 {
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
+    int st = 0;
+    enum hung_child_end end = hung_child_wait(pid, CHILD_TIMEOUT_S, &st);
+    if (end == HUNG_CHILD_LOST)
         die("waitpid: %s", strerror(errno));
+    if (end != HUNG_CHILD_EXITED)
+        die("the child did not finish in %d s (killed; where it waited is above)",
+            CHILD_TIMEOUT_S);
     return st;
 }
 
@@ -316,6 +323,7 @@ static int forward(void)
     if (pid < 0)
         die("fork: %s", strerror(errno));
     if (pid == 0) {
+        hung_child_allow_trace();
 #ifdef DROP_IN_NO_CHILD_THREADS
         alloc_option_set(ALLOC_OPTION_PURGE_DELAY_MS, -1);
 #endif
@@ -468,8 +476,10 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid < 0)
         die("fork: %s", strerror(errno));
-    if (pid == 0)
+    if (pid == 0) {
+        hung_child_allow_trace();
         child_run(mode);
+    }
     int st = child_status(pid);
 
     pthread_mutex_lock(&lock);

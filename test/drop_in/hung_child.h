@@ -15,12 +15,15 @@
 #define SHOAL_HUNG_CHILD_H
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static inline void hung_child_allow_trace(void)
@@ -107,6 +110,35 @@ static inline bool hung_child_report(pid_t pid)
     in_sanitizer += threads != 0 && lock && !shoal_wait;
     pclose(gdb);
     return threads != 0 && in_sanitizer == threads;
+}
+
+/* How hung_child_wait's wait ended. */
+enum hung_child_end {
+    HUNG_CHILD_EXITED,                  /* *status is its wait status */
+    HUNG_CHILD_HUNG,                    /* reported and killed */
+    HUNG_CHILD_HUNG_IN_SANITIZER,       /* the same, every thread in a sanitizer's lock */
+    HUNG_CHILD_LOST,                    /* waitpid failed: errno */
+};
+
+/* Wait for the child pid for at most `seconds`: one still there then is
+ * reported (above) and killed with SIGKILL, the one signal nothing can
+ * block or leave pending. */
+static inline enum hung_child_end hung_child_wait(pid_t pid, int seconds, int *status)
+{
+    for (long waited_ms = 0;; waited_ms += 2) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid)
+            return HUNG_CHILD_EXITED;
+        if (r < 0 && errno != EINTR)
+            return HUNG_CHILD_LOST;
+        if (waited_ms >= seconds * 1000L) {
+            bool in_sanitizer = hung_child_report(pid);
+            kill(pid, SIGKILL);
+            waitpid(pid, status, 0);
+            return in_sanitizer ? HUNG_CHILD_HUNG_IN_SANITIZER : HUNG_CHILD_HUNG;
+        }
+        usleep(2000);
+    }
 }
 
 #endif

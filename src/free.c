@@ -28,6 +28,14 @@ static __attribute__((noinline)) void free_page_event(shoal_heap_t *h, shoal_pag
     shoal_purger_slow_path();
 }
 
+/* b, a block of pg, is free already: its freed mark, or a trim took it
+ * off the lists (core/page.c). */
+static __attribute__((noinline, cold)) void double_free(shoal_page_t *pg, shoal_block_t *b)
+{
+    shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL, false };
+    shoal_ptr_fault(b, &c, "free");
+}
+
 /* Free b, which passed the block-start test of its page pg. */
 static inline __attribute__((always_inline)) void page_free(shoal_page_t *pg, shoal_block_t *b)
 {
@@ -35,8 +43,7 @@ static inline __attribute__((always_inline)) void page_free(shoal_page_t *pg, sh
      * compiler knows. */
     uintptr_t key = pg->key, mark = shoal_freed_mark(pg);
     if (shoal_unlikely(b->freed == mark)) {
-        shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL, false };
-        shoal_ptr_fault(b, &c, "free");     /* a double free */
+        double_free(pg, b);
         return;
     }
     b->freed = mark;
@@ -49,8 +56,7 @@ static inline __attribute__((always_inline)) void page_free(shoal_page_t *pg, sh
     uintptr_t owner = shoal_page_owner(pg);
     if (shoal_likely(owner == (uintptr_t)h)) {
         if (shoal_unlikely(!shoal_page_push(pg, b, key))) {
-            shoal_ptr_t c = { SHOAL_PTR_BLOCK, pg, NULL, false };
-            shoal_ptr_fault(b, &c, "free");     /* a trimmed block: a double free */
+            double_free(pg, b);     /* a trimmed block */
             return;
         }
         shoal_count(&h->stats.frees[pg->size_class], 1);

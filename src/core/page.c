@@ -401,10 +401,15 @@ static bool mark_listed(const shoal_page_t *pg, shoal_block_t *b, uint64_t *list
     return true;
 }
 
+static inline bool is_listed(const uint64_t *listed, size_t i)
+{
+    return listed[i / 64] >> (i % 64) & 1;
+}
+
 static bool all_listed(const uint64_t *listed, size_t a, size_t end)
 {
     for (size_t i = a; i < end; i++)
-        if (!(listed[i / 64] >> (i % 64) & 1))
+        if (!is_listed(listed, i))
             return false;
     return true;
 }
@@ -443,7 +448,7 @@ size_t shoal_page_trim(shoal_page_t *pg)
     shoal_block_t *head = NULL;
     for (unsigned i = capacity_of(pg); i-- > 0;) {
         shoal_block_t *b = (shoal_block_t *)(pg->start + (size_t)i * bs);
-        if (!(listed[i / 64] >> (i % 64) & 1) || shoal_page_in_trimmed(pg, b))
+        if (!is_listed(listed, i) || shoal_page_in_trimmed(pg, b))
             continue;
         b->link = shoal_encode(pg, head);
         head = b;

@@ -97,7 +97,7 @@ typedef struct shoal_heap_s {
     bool large_cache_used, page_cache_used, stash_used;  /* taken from since the last sweep */
     unsigned slow_calls;                        /* paces the idle sweep */
     _Atomic uint64_t swept_ms;                  /* when it last ran (a pass reads it) */
-    uint64_t trimmed_ms;                        /* when a sweep last looked to trim */
+    uint64_t trimmed_ms;                        /* when a sweep (a pass, for the orphanage) last looked to trim */
     uint64_t parked_ms;                         /* when its thread gave it up */
     size_t prof_rate;                           /* armed for heap profiling at this rate */
     bool uncached;                              /* pages from the pool and back (sampled.h) */

@@ -110,8 +110,7 @@ size_t shoal_orphanage_reclaim(bool force)
     shoal_heap_receive(&shoal_orphans);
     /* Its pages keep the blocks their threads left live, often a few
      * each: trimmed as a sweep trims a heap's (the pass holds them). */
-    static uint64_t trimmed_ms;         /* the orphanage's holder's */
-    unsigned trims = shoal_heap_trims_allowed(shoal_os_now_ms(), &trimmed_ms);
+    unsigned trims = shoal_heap_trims_allowed(shoal_os_now_ms(), &shoal_orphans.trimmed_ms);
     for (unsigned c = SHOAL_CLASSES; c-- > 0;) {
         shoal_page_t *pg = shoal_orphans.pages[c], *next;
         for (; pg != &shoal_empty_page; pg = next) {

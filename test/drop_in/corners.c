@@ -38,9 +38,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include "drop_in.h"
+#include "hung_child.h"
 #include "../seccomp_refuse.h"
 
-#define DEADLINE_S 30
+#define DEADLINE_S 60
 #define SKIP 77
 
 /* Run fn in a child, in a process group of its own; fail if it hangs
@@ -88,6 +89,11 @@ static void *reporter(void *arg)
     return NULL;
 }
 
+/* A child of the report case that has not ended by then is reported
+ * where it waits and killed (hung_child.h), within the case's deadline
+ * even when a sanitizer build forks again after hangs in its runtime. */
+#define CHILD_TIMEOUT_S 10
+
 static int report_case(void)
 {
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -101,6 +107,7 @@ static int report_case(void)
         if (pid < 0)
             die("fork: %s", strerror(errno));
         if (pid == 0) {
+            hung_child_allow_trace();
             /* The reporter does not exist here; its report must not hold
              * ours (or the exit report) back. */
             alloc_stats_print(fd);
@@ -111,9 +118,17 @@ static int report_case(void)
             alloc_stats_print(fd);
             _exit(0);
         }
-        int status;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            die("child %d of a fork during a report failed", i);
+        int status = 0;
+        enum hung_child_end end = hung_child_wait(pid, CHILD_TIMEOUT_S, &status);
+        char what[48];
+        snprintf(what, sizeof what, "fork %d during a report", i);
+        if (hung_child_retry(end, what))
+            continue;
+        if (end != HUNG_CHILD_EXITED)
+            die("%s: the child %s", what,
+                end == HUNG_CHILD_LOST ? "was lost" : "hung (killed; where it waited is above)");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            die("%s: the child failed", what);
     }
     atomic_store(&stop, true);
     pthread_join(t, NULL);

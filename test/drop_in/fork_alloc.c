@@ -218,27 +218,18 @@ static void free_blocks(void **b, const char *who)
 }
 
 /* Waits for the child, for at most CHILD_TIMEOUT_S (hung_child.h).
- * False if it hung inside a sanitizer's runtime, where the fork is
- * tried again (at most SANITIZER_HANGS times a run): those runtimes'
- * own locks are not fork-safe, and the test is about shoal's. */
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-#define SANITIZER_HANGS 3
-static unsigned sanitizer_hangs;
-#endif
-
+ * False if it hung inside a sanitizer's runtime and the fork is to be
+ * tried again (hung_child_retry). */
 static bool wait_child(pid_t pid, unsigned iter)
 {
     int st = 0;
     enum hung_child_end end = hung_child_wait(pid, CHILD_TIMEOUT_S, &st);
     if (end == HUNG_CHILD_LOST)
         die("waitpid: %s", strerror(errno));
-#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
-    if (end == HUNG_CHILD_HUNG_IN_SANITIZER && ++sanitizer_hangs <= SANITIZER_HANGS) {
-        fprintf(stderr, "fork %u: the child hung in the sanitizer's runtime, not in "
-                "shoal (above): forking again\n", iter);
+    char what[32];
+    snprintf(what, sizeof what, "fork %u", iter);
+    if (hung_child_retry(end, what))
         return false;
-    }
-#endif
     if (end != HUNG_CHILD_EXITED)
         die("fork %u: the child did not finish in %d s (killed): it hung, on a lock "
             "held across fork or a thread that keeps the process alive%s",

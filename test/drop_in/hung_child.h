@@ -10,6 +10,7 @@
  * the fork leaves the child waiting for it for ever (google/sanitizers
  * #453, llvm-project #96600).  The child calls hung_child_allow_trace()
  * first, so that gdb may attach where Yama allows only a parent to trace.
+ * Included after drop_in.h, which says whether a sanitizer is built in.
  */
 #ifndef SHOAL_HUNG_CHILD_H
 #define SHOAL_HUNG_CHILD_H
@@ -139,6 +140,28 @@ static inline enum hung_child_end hung_child_wait(pid_t pid, int seconds, int *s
         }
         usleep(2000);
     }
+}
+
+/* Whether a fork whose child hung may be tried again: only in a
+ * sanitizer build (drop_in.h), only where every thread of the child
+ * waited on the sanitizer's own lock, and at most HUNG_CHILD_RETRIES
+ * times a run - those runtimes' locks are not fork-safe, and the tests
+ * are about shoal's.  Says so on stderr when it allows one. */
+#define HUNG_CHILD_RETRIES 3
+static inline bool hung_child_retry(enum hung_child_end end, const char *what)
+{
+#if defined(DROP_IN_TSAN) || defined(DROP_IN_ASAN)
+    static unsigned retries;
+    if (end == HUNG_CHILD_HUNG_IN_SANITIZER && ++retries <= HUNG_CHILD_RETRIES) {
+        fprintf(stderr, "%s: the child hung in the sanitizer's runtime, not in shoal "
+                "(above): forking again\n", what);
+        return true;
+    }
+#else
+    (void)end;
+    (void)what;
+#endif
+    return false;
 }
 
 #endif

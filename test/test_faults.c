@@ -395,6 +395,35 @@ static void double_free_stashed(void)
     alloc_free(p);
 }
 
+/* The same for a block of another thread's page, stashed by the thread
+ * that freed it (its page of the class dry: one 20,000 B block is one
+ * OS page's carve) while the owner lives on. */
+static pthread_barrier_t owner_step;
+
+static void *owner_of_one(void *p)
+{
+    *(char **)p = alloc_malloc(20000);
+    pthread_barrier_wait(&owner_step);          /* made */
+    pthread_barrier_wait(&owner_step);          /* freed twice */
+    return NULL;
+}
+
+static void double_free_foreign_stashed(void)
+{
+    pthread_t t;
+    char *theirs;
+    pthread_barrier_init(&owner_step, NULL, 2);
+    pthread_create(&t, NULL, owner_of_one, &theirs);
+    pthread_barrier_wait(&owner_step);
+    char *mine = alloc_malloc(20000);
+    expected_addr = theirs;
+    alloc_free(theirs);
+    alloc_free(theirs);
+    pthread_barrier_wait(&owner_step);
+    pthread_join(t, NULL);
+    alloc_free(mine);
+}
+
 /* A write after free wipes a stashed block's freed mark: malloc must not
  * hand it out (here it is the only block the dry page path could take
  * before a new page). */
@@ -584,6 +613,7 @@ CASE(free_never_allocated, "never allocated", "(free,")
 CASE(overflow_into_free_neighbour, "free list corrupted", "(malloc,")
 CASE(forged_link, "free list corrupted", "(malloc,")
 CASE(double_free_stashed, "double free", "(free,")
+CASE(double_free_foreign_stashed, "double free", "(free,")
 CASE(write_after_free_stashed, "written after its free", "(malloc,")
 CASE(double_free_after_write, "freed twice", "(free,")
 CASE(double_free_after_write_head, "freed twice", "(free,")
@@ -698,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_overflow_into_free_neighbour),
         cmocka_unit_test(test_forged_link),
         cmocka_unit_test(test_double_free_stashed),
+        cmocka_unit_test(test_double_free_foreign_stashed),
         cmocka_unit_test(test_write_after_free_stashed),
         cmocka_unit_test(test_double_free_after_write),
         cmocka_unit_test(test_double_free_after_write_head),

@@ -1,11 +1,17 @@
 /* The heap's stash (src/thread/stash.h): a block freed into a full page
  * waits there for the next malloc of its class that finds its page dry,
  * the last one freed first, and the stash is emptied into the pages
- * where the heap's caches are (alloc_collect here). */
+ * where the heap's caches are (alloc_collect here).  So does a block of
+ * another thread's page, freed here while this heap's page of its class
+ * is dry; it goes home as a remote free when the stash is emptied, and
+ * a fork child does not hand it out twice. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "shoal.h"
@@ -303,6 +309,141 @@ static void test_mass_free_closes_the_stash(void **state)
     free(b);
 }
 
+/* ---- foreign blocks ------------------------------------------------------ */
+
+enum { THEIRS = 4 };
+static char *theirs[THEIRS];
+static pthread_barrier_t step;
+
+/* Makes THEIRS blocks and stays alive (its heap held) until the test is
+ * done with them. */
+static void *owner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < THEIRS; i++) {
+        theirs[i] = alloc_malloc(SIZE);
+        fill(theirs[i], 100 + i);
+    }
+    pthread_barrier_wait(&step);        /* made */
+    pthread_barrier_wait(&step);        /* the test is done */
+    return NULL;
+}
+
+static pthread_t start_owner(void)
+{
+    pthread_t t;
+    alloc_collect(false);
+    assert_int_equal(pthread_barrier_init(&step, NULL, 2), 0);
+    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    pthread_barrier_wait(&step);
+    return t;
+}
+
+static void stop_owner(pthread_t t)
+{
+    pthread_barrier_wait(&step);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pthread_barrier_destroy(&step);
+}
+
+static uint64_t remote_frees(void)
+{
+    alloc_stats_t st = { .size = sizeof st };
+    assert_int_equal(alloc_stats_get(&st), 0);
+    return st.remote_frees;
+}
+
+/* This thread's own block of SIZE (its page of the class is dry after
+ * it: a SIZE block is one OS page's carve), and theirs[0] freed here:
+ * into the stash. */
+static char *stash_theirs(void)
+{
+    char *mine = alloc_malloc(SIZE);
+    fill(mine, 1);
+    check(theirs[0], 100);
+    alloc_free(theirs[0]);
+    assert_int_equal(shoal_tl_heap->stashed[shoal_size_to_class_nz(SIZE)], 1);
+    return mine;
+}
+
+/* A block of the owner's page freed here, where this heap's page of the
+ * class is dry (a SIZE block is one OS page's carve: the page runs dry
+ * at each malloc), is this heap's next malloc of the class - not sent
+ * home; the stash emptied (alloc_collect) sends the next one home, a
+ * remote free then. */
+static void test_foreign_block_used_here(void **state)
+{
+    (void)state;
+    pthread_t t = start_owner();
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned c = shoal_size_to_class_nz(SIZE);
+    uint64_t sent = remote_frees();
+    char *mine = stash_theirs();
+    char *again = alloc_malloc(SIZE);
+    assert_ptr_equal(again, theirs[0]);
+    fill(again, 7);
+    alloc_free(theirs[1]);
+    assert_int_equal(h->stashed[c], 1);
+    assert_int_equal(remote_frees(), sent);
+    alloc_collect(false);
+    assert_int_equal(h->stashed[c], 0);
+    assert_int_equal(remote_frees(), sent + 1);
+    check(mine, 1);
+    check(again, 7);
+    for (int i = 2; i < THEIRS; i++)
+        check(theirs[i], 100 + i);
+    stop_owner(t);
+    alloc_free(again);
+    alloc_free(mine);
+    for (int i = 2; i < THEIRS; i++)
+        alloc_free(theirs[i]);
+    alloc_collect(false);
+}
+
+/* A fork child whose heap holds a foreign block of a thread that did not
+ * come with the fork: the block leaves the stash (the rebuild of the
+ * thread's pages finds it free), and every block the child's mallocs
+ * hand out is a different one, its contents intact until freed. */
+static void test_fork_forgets_vanished_foreign_block(void **state)
+{
+    (void)state;
+    pthread_t t = start_owner();
+    shoal_heap_t *h = shoal_tl_heap;
+    unsigned c = shoal_size_to_class_nz(SIZE);
+    char *mine = stash_theirs();
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = h->stashed[c] != 0;
+        alloc_free(theirs[1]);          /* its page's rebuild finds theirs[0] free */
+        enum { M = 40 };
+        char *got[M];
+        for (int i = 0; i < M; i++) {
+            got[i] = alloc_malloc(SIZE);
+            bad |= got[i] == NULL;
+            if (got[i] != NULL)
+                pattern_fill(got[i], SIZE, 50 + i);
+        }
+        for (int i = 0; i < M; i++)
+            bad |= got[i] != NULL && !pattern_ok(got[i], SIZE, 50 + i);
+        bad |= !pattern_ok(mine, SIZE, 1);
+        for (int i = 2; i < THEIRS; i++)
+            bad |= !pattern_ok(theirs[i], SIZE, 100 + i);
+        _exit(bad);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    alloc_collect(false);               /* the foreign block goes home */
+    stop_owner(t);
+    alloc_free(mine);
+    for (int i = 1; i < THEIRS; i++)
+        alloc_free(theirs[i]);
+    alloc_collect(false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +453,8 @@ int main(void)
         cmocka_unit_test(test_calloc_takes_stashed_profiled),
         cmocka_unit_test(test_stash_grows_with_full_pages),
         cmocka_unit_test(test_mass_free_closes_the_stash),
+        cmocka_unit_test(test_foreign_block_used_here),
+        cmocka_unit_test(test_fork_forgets_vanished_foreign_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

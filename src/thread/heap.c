@@ -242,7 +242,12 @@ __attribute__((noinline)) void shoal_heap_remote_free(shoal_page_t *pg, shoal_bl
      * sent to the heap it just left is forwarded (remote.h). */
     if (shoal_likely(me != &shoal_empty_heap &&
                      atomic_load_explicit(&dest->live, memory_order_relaxed))) {
-        shoal_count(&me->stats.frees[pg->size_class], 1);
+        unsigned c = pg->size_class;
+        shoal_count(&me->stats.frees[c], 1);
+        /* Kept for this thread's next malloc of the class where its own
+         * page of the class is dry, else sent home (stash.h). */
+        if (shoal_unlikely(shoal_stash_foreign_wanted(me, c)) && shoal_stash_put(me, pg, b))
+            return;
         shoal_count(&me->stats.remote_frees, 1);
         shoal_remote_hold(me, dest, b, pg->block_size);
         return;
@@ -1295,6 +1300,8 @@ void shoal_heap_fork_child(bool locked)
         shoal_huge_slot_fork_child(&h->huge_slot, h == shoal_tl_heap);
     }
     mark_vanished();
+    if (shoal_tl_heap != &shoal_empty_heap)
+        shoal_stash_forget_vanished(shoal_tl_heap);
     /* A reclaim that a vanished thread was running never ends here: what
      * it had popped is lost to the child, and the child's own forced
      * reclaims must not wait for it. */

@@ -14,8 +14,9 @@
  * user; the freeing heap's outbox (only that heap's holder touches it);
  * an inbox (from the exchange that links it on, after which the sender
  * touches only the node before its batch, to the dequeue that takes it,
- * which only the inbox heap's holder does); or its page's lists (the
- * page's heap's holder).  A block in an outbox or inbox still counts in
+ * which only the inbox heap's holder does); the freeing heap's stash
+ * (stash.h, foreign blocks: that heap's holder hands it out again or
+ * sends it home); or its page's lists (the page's heap's holder).  A block in an outbox or inbox still counts in
  * its page's `used`, so the page stays a page, of the same class, the
  * whole time.
  *

@@ -2,6 +2,7 @@
 #include "stash.h"
 
 #include "../core/message.h"
+#include "remote.h"
 
 void shoal_stash_broken(shoal_block_t *b)
 {
@@ -15,11 +16,33 @@ void shoal_stash_drain(shoal_heap_t *h)
         while (h->stashed[c] != 0) {
             shoal_block_t *b = h->stash[c][--h->stashed[c]].block;
             shoal_page_t *pg = shoal_span_of(b);
-            /* The page is still h's (only h's holder gives its pages
+            /* A page of h is still h's (only h's holder gives its pages
              * away, and drains first), full or back in a queue since:
              * the block goes home as the free that stashed it would
-             * have sent it, with the page's event where one is due. */
-            shoal_remote_come_home(h, pg, b, shoal_page_owner(pg), shoal_heap_page_freed);
+             * have sent it, with the page's event where one is due.  A
+             * foreign block goes to its page's heap now, as a remote
+             * free (acquire, as free's owner read: that heap is seen
+             * set up). */
+            uintptr_t owner = shoal_page_owner(pg);
+            if (shoal_owner_heap(owner) == h) {
+                shoal_remote_come_home(h, pg, b, owner, shoal_heap_page_freed);
+            } else {
+                shoal_count(&h->stats.remote_frees, 1);
+                shoal_remote_send_one(h, shoal_owner_heap(owner), b);
+            }
         }
+    }
+}
+
+void shoal_stash_forget_vanished(shoal_heap_t *h)
+{
+    for (unsigned c = 0; c < SHOAL_CLASSES; c++) {
+        unsigned kept = 0;
+        for (unsigned i = 0; i < h->stashed[c]; i++) {
+            shoal_stashed_t s = h->stash[c][i];
+            if (!shoal_owner_heap(shoal_page_owner(shoal_span_of(s.block)))->vanished)
+                h->stash[c][kept++] = s;
+        }
+        h->stashed[c] = (uint8_t)kept;
     }
 }

@@ -13,8 +13,9 @@
  * free keeps the block here (its page stays full, its `used` counts the
  * block), and malloc's dry path takes it back before it walks, still in
  * cache - a block freed by this thread a moment ago, as a thread cache
- * would hand out.  Only these frees and that path touch the stash: the
- * fast paths are as they were.
+ * would hand out.  Only these frees, frees of other heaps' blocks
+ * (foreign blocks, below) and that path touch the stash: the fast paths
+ * are as they were.
  *
  * Up to SHOAL_STASH_MIN blocks a class, held in the heap's array (nothing
  * is written into the blocks but their freed mark, which free wrote: a
@@ -64,9 +65,10 @@ static inline void shoal_stash_fit(shoal_heap_t *h)
                                  : SHOAL_STASH_MAX);
 }
 
-/* Stash b, which the holder of h freed into pg, one of h's full pages
- * (its freed mark written, the free counted); false if the stash of its
- * class is full (or closed), and then nothing is done. */
+/* Stash b, which the holder of h freed into pg - one of h's full pages,
+ * or another heap's page where shoal_stash_foreign_wanted (below) said
+ * so - its freed mark written, the free counted; false if the stash of
+ * its class is full (or closed), and then nothing is done. */
 static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_block_t *b)
 {
     unsigned c = pg->size_class, n = h->stashed[c];
@@ -75,6 +77,23 @@ static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_bloc
     h->stash[c][n] = (shoal_stashed_t){ b, shoal_freed_mark(pg) };
     h->stashed[c] = (uint8_t)(n + 1);
     return true;
+}
+
+/* Foreign blocks.  A block of another heap's page that the holder of h
+ * frees may stay here, for h's next malloc of its class, where that
+ * malloc would find h's page of the class dry and so take it: the
+ * block, hot in this thread's cache, is used again at once instead of
+ * travelling home through the owner's inbox, where it would wait for the
+ * owner's next slow path (docs/design.md, Remote frees, step 6).  The
+ * drain sends such a block home.  Whether h's page of class c
+ * is dry so (h has one, and neither of its lists holds a block): the
+ * test on the remote free's way, a load and two compares where h has no
+ * page of the class, as a thread that only frees has none. */
+static inline bool shoal_stash_foreign_wanted(const shoal_heap_t *h, unsigned c)
+{
+    const shoal_page_t *head = h->pages[c];
+    return head != &shoal_empty_page && !shoal_page_has_free(head) &&
+           shoal_page_local_empty(head);
 }
 
 /* Whether the stash holds a block of class c. */
@@ -113,5 +132,11 @@ void shoal_stash_broken(shoal_block_t *b);
 /* Every stashed block of h goes to its page, as its free would have
  * sent it (h's holder). */
 void shoal_stash_drain(shoal_heap_t *h);
+
+/* In a fork child, before any block is handed out: the stash's foreign
+ * blocks of pages whose heaps did not come with the fork leave it - they
+ * carry their freed mark, and the rebuild of those pages finds them free
+ * (heap.c, Heaps and fork), which would hand each out twice. */
+void shoal_stash_forget_vanished(shoal_heap_t *h);
 
 #endif

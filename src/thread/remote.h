@@ -16,9 +16,9 @@
  * touches only the node before its batch, to the dequeue that takes it,
  * which only the inbox heap's holder does); the freeing heap's stash
  * (stash.h, foreign blocks: that heap's holder hands it out again or
- * sends it home); or its page's lists (the page's heap's holder).  A block in an outbox or inbox still counts in
- * its page's `used`, so the page stays a page, of the same class, the
- * whole time.
+ * sends it home); or its page's lists (the page's heap's holder).  A
+ * block in an outbox, an inbox or a stash still counts in its page's
+ * `used`, so the page stays a page, of the same class, the whole time.
  *
  * A page may change heaps while blocks are on their way to the old one
  * (a parked heap is dismantled, an orphaned page is adopted): whoever

@@ -85,10 +85,10 @@ static inline bool shoal_stash_put(shoal_heap_t *h, shoal_page_t *pg, shoal_bloc
  * block, hot in this thread's cache, is used again at once instead of
  * travelling home through the owner's inbox, where it would wait for the
  * owner's next slow path (docs/design.md, Remote frees, step 6).  The
- * drain sends such a block home.  Whether h's page of class c
- * is dry so (h has one, and neither of its lists holds a block): the
- * test on the remote free's way, a load and two compares where h has no
- * page of the class, as a thread that only frees has none. */
+ * drain sends such a block home.  Whether h's page of class c is dry
+ * so (h has one, and neither of its lists holds a block): the test on
+ * the remote free's way, a load and a compare where h has no page of
+ * the class, as a thread that only frees has none. */
 static inline bool shoal_stash_foreign_wanted(const shoal_heap_t *h, unsigned c)
 {
     const shoal_page_t *head = h->pages[c];

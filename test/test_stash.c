@@ -423,7 +423,7 @@ static void test_fork_forgets_vanished_foreign_block(void **state)
             got[i] = alloc_malloc(SIZE);
             bad |= got[i] == NULL;
             if (got[i] != NULL)
-                pattern_fill(got[i], SIZE, 50 + i);
+                fill(got[i], 50 + i);
         }
         for (int i = 0; i < M; i++)
             bad |= got[i] != NULL && !pattern_ok(got[i], SIZE, 50 + i);

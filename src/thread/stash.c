@@ -24,11 +24,12 @@ void shoal_stash_drain(shoal_heap_t *h)
              * free (acquire, as free's owner read: that heap is seen
              * set up). */
             uintptr_t owner = shoal_page_owner(pg);
-            if (shoal_owner_heap(owner) == h) {
+            shoal_heap_t *home = shoal_owner_heap(owner);
+            if (home == h) {
                 shoal_remote_come_home(h, pg, b, owner, shoal_heap_page_freed);
             } else {
                 shoal_count(&h->stats.remote_frees, 1);
-                shoal_remote_send_one(h, shoal_owner_heap(owner), b);
+                shoal_remote_send_one(h, home, b);
             }
         }
     }
